@@ -1,0 +1,141 @@
+"""Typed, validated Hase configuration: one YAML file with named profiles.
+
+An unknown key or a bad value is a :class:`ConfigError` that names it, so a typo never silently
+falls back to a default.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from hase_dagster.errors import ConfigError
+
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "hase.yaml"
+DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / ".hase_data"
+
+PositiveInt = Annotated[int, Field(gt=0)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ZooModel(_Strict):
+    """One model of the zoo: a torchvision classifier by name, or a transformer encoder."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_]+$")
+    kind: Literal["torchvision", "transformer_encoder"] = "torchvision"
+    # Transformer encoder shape (BERT-base by default); ignored for torchvision models.
+    d_model: PositiveInt = 768
+    nhead: PositiveInt = 12
+    dim_feedforward: PositiveInt = 3072
+    num_layers: PositiveInt = 12
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> ZooModel:
+        if self.kind == "transformer_encoder" and self.d_model % self.nhead:
+            raise ValueError(f"d_model {self.d_model} is not divisible by nhead {self.nhead}")
+        return self
+
+
+class OrtOptions(_Strict):
+    """ONNX Runtime session options used for analysis and timing."""
+
+    intra_op_num_threads: PositiveInt = 1
+    cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "EXHAUSTIVE"
+
+
+class Profile(_Strict):
+    """A named set of models, sizes and batch sizes to analyse on one device."""
+
+    name: str = ""
+    device: Literal["cpu", "cuda"]
+    models: list[ZooModel] = Field(min_length=1)
+    input_sizes: list[PositiveInt] = Field(default=[224], min_length=1)
+    sequence_lengths: list[PositiveInt] = Field(default=[128], min_length=1)
+    batch_sizes: list[PositiveInt] = Field(min_length=1)
+    opset: Annotated[int, Field(ge=13, le=20)] = 17
+    ort: OrtOptions = OrtOptions()
+
+    @model_validator(mode="after")
+    def _unique_model_names(self) -> Profile:
+        names = [m.name for m in self.models]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"model names must be unique, repeated: {duplicates}")
+        return self
+
+    @property
+    def execution_provider(self) -> str:
+        """The short EP name this profile asks for: ``cpu`` or ``cuda``."""
+        return self.device
+
+
+class HaseConfig(_Strict):
+    """The whole config file."""
+
+    default_profile: str = "auto"
+    profiles: dict[str, Profile] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _default_exists(self) -> HaseConfig:
+        if self.default_profile != "auto" and self.default_profile not in self.profiles:
+            raise ValueError(
+                f"default_profile {self.default_profile!r} is not one of {sorted(self.profiles)}"
+            )
+        return self
+
+
+def _format_validation_error(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "<top level>"
+        if item["type"] == "extra_forbidden":
+            parts.append(f"unknown key '{where}'")
+        else:
+            parts.append(f"'{where}': {item['msg']} (got {item.get('input')!r})")
+    return "; ".join(parts)
+
+
+def load_config(path: str | os.PathLike[str] | None = None) -> HaseConfig:
+    """Read and validate a Hase config file; raise :class:`ConfigError` naming any bad key."""
+    config_path = Path(path) if path else Path(os.environ.get("HASE_CONFIG", DEFAULT_CONFIG_PATH))
+    try:
+        raw = yaml.safe_load(config_path.read_text())
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file not found: {config_path}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config file {config_path} is not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config file {config_path} must hold a mapping at the top level")
+    try:
+        config = HaseConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid config {config_path}: {_format_validation_error(exc)}") from exc
+    named = {key: profile.model_copy(update={"name": key}) for key, profile in config.profiles.items()}
+    return config.model_copy(update={"profiles": named})
+
+
+def select_profile(config: HaseConfig, name: str | None = None) -> Profile:
+    """Return the profile ``name`` (or HASE_PROFILE, or the config default).
+
+    ``auto`` resolves to ``gpu`` when the CUDA execution provider truly runs here, else ``cpu``.
+    """
+    wanted = name or os.environ.get("HASE_PROFILE") or config.default_profile
+    if wanted == "auto":
+        from hase_dagster.ort_runtime import cuda_is_usable
+
+        wanted = "gpu" if cuda_is_usable() and "gpu" in config.profiles else "cpu"
+    if wanted not in config.profiles:
+        raise ConfigError(f"unknown profile {wanted!r}; the config has {sorted(config.profiles)}")
+    return config.profiles[wanted]
+
+
+def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """The folder that holds the DuckDB file and every artifact (HASE_DATA_DIR by default)."""
+    return Path(override or os.environ.get("HASE_DATA_DIR") or DEFAULT_DATA_DIR).resolve()

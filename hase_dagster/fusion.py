@@ -1,0 +1,361 @@
+"""Which original ops each node of ORT's optimized graph absorbed.
+
+ORT renames nodes and tensors when it optimizes (NCHWc outputs become ``reorder_token_N``; a fused
+Conv+Relu may carry the Conv's name), so names cannot be trusted. Instead both graphs are run on the
+same random input and every float tensor gets a *value fingerprint* (sum, sum of magnitudes, sum of
+squares) that does not change with layout (NCHWc blocking, zero channel padding, permutations).
+An optimized tensor is then identified with the original tensor holding the same values, and an
+optimized node absorbed exactly the original ops that lie strictly between the original
+counterparts of its inputs and of its outputs.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+
+from hase_dagster.config import OrtOptions
+from hase_dagster.graph_analysis import OptimizedGraph, OptimizedNode, name_all_nodes
+from hase_dagster.ort_runtime import EpName, make_session, random_inputs
+
+# Ops that compute nothing at inference time: absorbed, but left out of family names.
+NO_OP_TYPES = frozenset({"Identity", "Dropout"})
+# Exporters decompose some functions at older opsets; a family is named after the function.
+DECOMPOSITIONS: dict[tuple[str, ...], str] = {("Div", "Erf", "Add", "Mul", "Mul"): "Gelu"}
+# Pure view changes: absorbed into a kernel they cost nothing, so they stay out of its name.
+VIEW_OP_TYPES = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
+# Shape-only ops are folded away when shapes are static.
+SHAPE_OP_TYPES = frozenset({"Shape", "Size"})
+FINGERPRINT_CHUNK_BYTES = 512 * 1024 * 1024
+# Relative tolerance between the same values computed by fused and unfused kernels.
+TOLERANCE: dict[str, float] = {"cpu": 1e-3, "cuda": 2e-2}
+
+
+@dataclass(frozen=True)
+class OriginalOp:
+    """A node of the model as exported, before ORT optimized it."""
+
+    index: int
+    name: str
+    op_type: str
+
+
+@dataclass
+class FusionMap:
+    """For every optimized node: the original ops it absorbed, in original graph order."""
+
+    absorbed: dict[str, list[OriginalOp]]
+    folded: list[OriginalOp] = field(default_factory=list)
+    unmapped: list[OriginalOp] = field(default_factory=list)
+
+    def family(self, node: OptimizedNode) -> str:
+        """Canonical family name: the absorbed original op types in order, or the node's own op
+        type when it has no original counterpart (layout reorders, copies ORT inserted)."""
+        return family_name([op.op_type for op in self.absorbed.get(node.name, [])], node.op_type)
+
+
+def family_name(original_op_types: list[str], fallback: str) -> str:
+    """Join op types with ``_`` after dropping no-ops and view changes and collapsing known
+    decompositions; ``fallback`` (the optimized node's own op type) when nothing is left."""
+    types = [t for t in original_op_types if t not in NO_OP_TYPES and t not in VIEW_OP_TYPES]
+    for pattern, name in DECOMPOSITIONS.items():
+        width = len(pattern)
+        i = 0
+        while i + width <= len(types):
+            if tuple(types[i : i + width]) == pattern:
+                types[i : i + width] = [name]
+            i += 1
+    return "_".join(types) if types else fallback
+
+
+def _fingerprint(values: np.ndarray) -> np.ndarray:
+    flat = values.astype(np.float64, copy=False).ravel()
+    return np.array([flat.sum(), np.abs(flat).sum(), np.square(flat).sum()])
+
+
+def _elem_type_name(elem_type: int) -> str:
+    return helper.tensor_dtype_to_np_dtype(elem_type).name
+
+
+def _float_tensor_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    """Float32 tensors of a standard-ops model and their inferred shapes (() when unknown)."""
+    inferred = shape_inference.infer_shapes(model)
+    shapes: dict[str, tuple[int, ...]] = {}
+    for info in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+        tensor_type = info.type.tensor_type
+        if _elem_type_name(tensor_type.elem_type) != "float32":
+            continue
+        dims = tuple(d.dim_value for d in tensor_type.shape.dim)
+        shapes[info.name] = dims if dims and all(dims) else ()
+    return shapes
+
+
+def _bytes(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape)) * 4 if shape else 0
+
+
+def run_fingerprints(
+    model: onnx.ModelProto,
+    tensors: dict[str, int],
+    ep: EpName,
+    feeds_seed: int = 0,
+    options: OrtOptions | None = None,
+) -> dict[str, np.ndarray]:
+    """Fingerprints of ``tensors`` (name -> bytes) from running ``model`` unoptimized on ``ep``.
+
+    Tensors are exposed as extra graph outputs a chunk at a time, so memory stays bounded.
+    """
+    existing_outputs = {o.name for o in model.graph.output}
+    chunks: list[list[str]] = [[]]
+    used = 0
+    for name, size in tensors.items():
+        if chunks[-1] and used + size > FINGERPRINT_CHUNK_BYTES:
+            chunks.append([])
+            used = 0
+        chunks[-1].append(name)
+        used += size
+    fingerprints: dict[str, np.ndarray] = {}
+    for chunk in chunks:
+        probe = onnx.ModelProto()
+        probe.CopyFrom(model)
+        for name in chunk:
+            if name not in existing_outputs:
+                probe.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+        session = make_session(probe.SerializeToString(), ep, options, level="disable")
+        names = [o.name for o in session.get_outputs()]
+        results = session.run(names, random_inputs(session, feeds_seed))
+        for name, value in zip(names, results):
+            if name in tensors or name in existing_outputs:
+                fingerprints[name] = _fingerprint(np.asarray(value))
+    return fingerprints
+
+
+class _OriginalGraph:
+    """The exported graph as a DAG of nodes, with the tensors each produces and consumes."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = model
+        self.nodes = list(model.graph.node)
+        self.order = {node.name: i for i, node in enumerate(self.nodes)}
+        self.producer: dict[str, int] = {}
+        self.consumers: dict[str, list[int]] = defaultdict(list)
+        for i, node in enumerate(self.nodes):
+            for name in node.output:
+                if name:
+                    self.producer[name] = i
+            for name in node.input:
+                if name:
+                    self.consumers[name].append(i)
+        self.dag = nx.DiGraph()
+        self.dag.add_nodes_from(range(len(self.nodes)))
+        for i, node in enumerate(self.nodes):
+            for name in node.input:
+                if name in self.producer:
+                    self.dag.add_edge(self.producer[name], i)
+        self.folded = self._constant_nodes()
+
+    def _constant_nodes(self) -> set[int]:
+        """Nodes whose outputs are known before any input arrives: ORT folds them away."""
+        constant = {init.name for init in self.model.graph.initializer}
+        folded: set[int] = set()
+        for i in nx.topological_sort(self.dag):
+            node = self.nodes[i]
+            inputs = [name for name in node.input if name]
+            if node.op_type in SHAPE_OP_TYPES or node.op_type == "Constant" or all(n in constant for n in inputs):
+                folded.add(i)
+                constant.update(o for o in node.output if o)
+        return folded
+
+    def position(self, tensor: str) -> int:
+        """Topological position of a tensor's producer (-1 for graph inputs and initializers)."""
+        return self.producer.get(tensor, -1)
+
+    def ancestors(self, nodes: set[int]) -> set[int]:
+        out = set(nodes)
+        for node in nodes:
+            out |= nx.ancestors(self.dag, node)
+        return out
+
+    def descendants(self, nodes: set[int]) -> set[int]:
+        out = set(nodes)
+        for node in nodes:
+            out |= nx.descendants(self.dag, node)
+        return out
+
+    def op(self, index: int) -> OriginalOp:
+        return OriginalOp(index, self.nodes[index].name, self.nodes[index].op_type)
+
+
+def _match_tensors(
+    optimized_fp: dict[str, np.ndarray],
+    original_fp: dict[str, np.ndarray],
+    optimized_shapes: dict[str, tuple[int, ...]],
+    original_shapes: dict[str, tuple[int, ...]],
+    original: _OriginalGraph,
+    tolerance: float,
+) -> dict[str, str]:
+    """Optimized tensor name -> original tensor with the same values.
+
+    Ties (a Reshape, Flatten or Transpose keeps its input's values) go to the same name, then to
+    a tensor of the same shape, then to the earliest original tensor.
+    """
+    names = list(original_fp)
+    table = np.array([original_fp[n] for n in names]) if names else np.zeros((0, 3))
+    matches: dict[str, str] = {}
+    for name, fp in optimized_fp.items():
+        scale = np.maximum(np.abs(table[:, 1]), abs(fp[1])) + 1e-12
+        close = (
+            (np.abs(table[:, 0] - fp[0]) <= tolerance * scale)
+            & (np.abs(table[:, 1] - fp[1]) <= tolerance * scale)
+            & (np.abs(table[:, 2] - fp[2]) <= tolerance * (np.maximum(table[:, 2], fp[2]) + 1e-12))
+        )
+        candidates = [names[i] for i in np.flatnonzero(close)]
+        if not candidates:
+            continue
+        stripped = name.removesuffix("_nchwc")
+        shape = optimized_shapes.get(name, ())
+        same_shape = [c for c in candidates if shape and original_shapes.get(c) == shape]
+        if stripped in candidates:
+            matches[name] = stripped
+        else:
+            matches[name] = min(same_shape or candidates, key=original.position)
+    return matches
+
+
+def perturb_degenerate_initializers(model: onnx.ModelProto, seed: int = 0) -> bool:
+    """Add noise to every constant-valued float initializer of more than one element, in place.
+
+    Untrained models have all-zero biases and all-one norms; a zero bias makes ``MatMul`` and
+    ``MatMul+Add`` hold the same values, so the fingerprints could not tell them apart. Scalars
+    are left alone: fusions such as Gelu's check their values.
+    """
+    rng = np.random.default_rng(seed)
+    changed = False
+    for init in model.graph.initializer:
+        if init.data_type != onnx.TensorProto.FLOAT or int(np.prod(init.dims)) <= 1:
+            continue
+        values = numpy_helper.to_array(init)
+        if values.size and np.all(values == values.flat[0]):
+            scale = 0.1 * max(abs(float(values.flat[0])), 1.0)
+            noisy = values + rng.normal(0.0, scale, values.shape).astype(np.float32)
+            init.CopyFrom(numpy_helper.from_array(noisy, init.name))
+            changed = True
+    return changed
+
+
+def _same_structure(a: onnx.ModelProto, b: onnx.ModelProto) -> bool:
+    key = lambda m: [(n.op_type, n.domain, list(n.input), list(n.output)) for n in m.graph.node]  # noqa: E731
+    return key(a) == key(b)
+
+
+def _fingerprint_twin(
+    model: onnx.ModelProto, optimized: OptimizedGraph, options: OrtOptions | None
+) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """The original and optimized models to fingerprint: a twin with degenerate weights
+    perturbed when ORT optimizes it into the same graph, else the models themselves."""
+    optimized_model = onnx.load(str(optimized.optimized_path))
+    twin = onnx.ModelProto()
+    twin.CopyFrom(model)
+    if not perturb_degenerate_initializers(twin):
+        return model, optimized_model
+    with tempfile.TemporaryDirectory() as tmp:
+        twin_optimized_path = Path(tmp) / "twin.onnx"
+        make_session(twin.SerializeToString(), optimized.ep, options, level="all", optimized_model_path=twin_optimized_path)
+        twin_optimized = onnx.load(str(twin_optimized_path))
+    name_all_nodes(twin_optimized)
+    if _same_structure(twin_optimized, optimized_model):
+        return twin, twin_optimized
+    return model, optimized_model
+
+
+def map_fusions(
+    source_model: str | Path,
+    optimized: OptimizedGraph,
+    options: OrtOptions | None = None,
+) -> FusionMap:
+    """Map every node of ``optimized`` to the original ops of ``source_model`` it absorbed."""
+    model = onnx.load(str(source_model))
+    name_all_nodes(model)
+    model, optimized_model = _fingerprint_twin(model, optimized, options)
+    original = _OriginalGraph(model)
+    original_shapes = _float_tensor_shapes(model)
+    graph_inputs = {i.name for i in model.graph.input}
+    original_sizes = {
+        name: _bytes(shape)
+        for name, shape in original_shapes.items()
+        if name in graph_inputs or (name in original.producer and original.producer[name] not in original.folded)
+    }
+    original_fp = run_fingerprints(model, original_sizes, optimized.ep, options=options)
+
+    optimized_shapes = {
+        info.name: info.shape
+        for node in optimized.nodes
+        for info in node.inputs + node.outputs
+        if info.dtype == "float" and info.name not in node.initializer_inputs
+    }
+    optimized_sizes = {name: _bytes(shape) for name, shape in optimized_shapes.items()}
+    optimized_fp = run_fingerprints(optimized_model, optimized_sizes, optimized.ep, options=options)
+    matches = _match_tensors(
+        optimized_fp, original_fp, optimized_shapes, original_shapes, original, TOLERANCE[optimized.ep]
+    )
+
+    claimed: set[int] = set()
+    absorbed: dict[str, list[OriginalOp]] = {}
+    for node in optimized.nodes:
+        region = _region(node, matches, original) - claimed - original.folded
+        claimed |= region
+        absorbed[node.name] = [original.op(i) for i in sorted(region)]
+    _attach_renamed_singletons(optimized.nodes, absorbed, original, claimed)
+    compute_nodes = set(range(len(original.nodes))) - original.folded
+    unmapped = [
+        original.op(i)
+        for i in sorted(compute_nodes - claimed)
+        if original.nodes[i].op_type not in NO_OP_TYPES
+    ]
+    return FusionMap(
+        absorbed=absorbed,
+        folded=[original.op(i) for i in sorted(original.folded)],
+        unmapped=unmapped,
+    )
+
+
+def _region(node: OptimizedNode, matches: dict[str, str], original: _OriginalGraph) -> set[int]:
+    """Original nodes between the original counterparts of ``node``'s inputs and outputs."""
+    weights = set(node.initializer_inputs)
+    inputs = {matches[t.name] for t in node.inputs if t.name in matches and t.name not in weights}
+    outputs = {matches[t.name] for t in node.outputs if t.name in matches}
+    output_producers = {original.producer[t] for t in outputs if t in original.producer}
+    if not output_producers:
+        return set()
+    input_consumers = {c for t in inputs for c in original.consumers.get(t, [])}
+    input_producers = {original.producer[t] for t in inputs if t in original.producer}
+    upstream = original.ancestors(output_producers)
+    if input_consumers:
+        upstream &= original.descendants(input_consumers)
+    return upstream - original.ancestors(input_producers)
+
+
+def _attach_renamed_singletons(
+    nodes: list[OptimizedNode],
+    absorbed: dict[str, list[OriginalOp]],
+    original: _OriginalGraph,
+    claimed: set[int],
+) -> None:
+    """An optimized node whose values matched nothing but whose op type equals an unclaimed
+    original op of the same type (e.g. a renamed Reshape) is that op."""
+    unclaimed_by_type: dict[str, list[int]] = defaultdict(list)
+    for i in sorted(set(range(len(original.nodes))) - claimed - original.folded):
+        unclaimed_by_type[original.nodes[i].op_type].append(i)
+    for node in nodes:
+        if absorbed[node.name] or node.domain or not unclaimed_by_type.get(node.op_type):
+            continue
+        index = unclaimed_by_type[node.op_type].pop(0)
+        claimed.add(index)
+        absorbed[node.name] = [original.op(index)]

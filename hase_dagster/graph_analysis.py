@@ -1,0 +1,248 @@
+"""The graph ONNX Runtime really runs: optimize at ORT_ENABLE_ALL for one EP, then read every node.
+
+Shapes come from ORT's own profiler (``input_type_shape`` / ``output_type_shape``), because ONNX
+shape inference does not know contrib ops such as ``com.microsoft.nchwc.Conv``. The profile's
+per-node times are kept as the in-graph time of each node.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+import onnx
+from onnx import helper, numpy_helper
+
+from hase_dagster.config import OrtOptions
+from hase_dagster.ort_runtime import EpName, load_onnx, make_session, random_inputs
+
+PROFILE_RUNS = 3
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A tensor as ORT sees it: name, element type (e.g. ``float``) and static shape."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def numel(self) -> int:
+        count = 1
+        for dim in self.shape:
+            count *= dim
+        return count
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype, "shape": list(self.shape)}
+
+
+@dataclass
+class OptimizedNode:
+    """One node of the optimized graph, in ORT's execution order."""
+
+    index: int
+    name: str
+    op_type: str
+    domain: str
+    attributes: dict[str, Any]
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    initializer_inputs: list[str] = field(default_factory=list)
+    in_graph_us: float | None = None
+    provider: str = ""
+
+    @property
+    def qualified_op(self) -> str:
+        return f"{self.domain}.{self.op_type}" if self.domain else self.op_type
+
+
+@dataclass
+class OptimizedGraph:
+    """The optimized model of one variant on one EP, with ORT's shapes for every node."""
+
+    source_path: Path
+    optimized_path: Path
+    ep: EpName
+    nodes: list[OptimizedNode]
+    graph_inputs: list[str]
+    graph_outputs: list[str]
+
+
+def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:
+    """A node's attributes as plain JSON-able values (tensors summarised by shape)."""
+    values: dict[str, Any] = {}
+    for attribute in node.attribute:
+        value = helper.get_attribute_value(attribute)
+        if isinstance(value, bytes):
+            value = value.decode(errors="replace")
+        elif isinstance(value, onnx.TensorProto):
+            value = {"tensor_shape": list(value.dims)}
+        elif isinstance(value, list):
+            value = [v.decode(errors="replace") if isinstance(v, bytes) else v for v in value]
+            if value and not isinstance(value[0], (int, float, str)):
+                value = f"<{len(value)} {type(value[0]).__name__}>"
+        elif not isinstance(value, (int, float, str)):
+            value = f"<{type(value).__name__}>"
+        values[attribute.name] = value
+    return values
+
+
+def name_all_nodes(model: onnx.ModelProto) -> None:
+    """Give every node a unique name: the profiler reports nodes by name."""
+    seen: set[str] = set()
+    for index, node in enumerate(model.graph.node):
+        name = node.name or f"{node.op_type}_{index}"
+        while name in seen:
+            name = f"{name}_{index}"
+        node.name = name
+        seen.add(name)
+
+
+def _parse_type_shapes(entries: list[dict[str, list[int]]]) -> list[tuple[str, tuple[int, ...]]]:
+    parsed = []
+    for entry in entries:
+        ((dtype, shape),) = entry.items()
+        parsed.append((dtype, tuple(int(d) for d in shape)))
+    return parsed
+
+
+def read_profile(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """Per node name: shapes and median kernel time (us) from an ORT profile JSON file."""
+    events = json.loads(Path(path).read_text())
+    durations: dict[str, list[float]] = defaultdict(list)
+    info: dict[str, dict[str, Any]] = {}
+    for event in events:
+        name = event.get("name", "")
+        if event.get("cat") != "Node" or not name.endswith("_kernel_time"):
+            continue
+        node_name = name[: -len("_kernel_time")]
+        args = event.get("args", {})
+        durations[node_name].append(float(event.get("dur", 0)))
+        info[node_name] = {
+            "inputs": _parse_type_shapes(args.get("input_type_shape", [])),
+            "outputs": _parse_type_shapes(args.get("output_type_shape", [])),
+            "provider": args.get("provider", ""),
+        }
+    for node_name, values in durations.items():
+        # The first run includes one-off allocations; drop it when there are more.
+        info[node_name]["median_us"] = median(values[1:] if len(values) > 1 else values)
+    return info
+
+
+def optimize_and_profile(
+    source: str | os.PathLike[str],
+    optimized_path: str | os.PathLike[str],
+    ep: EpName,
+    options: OrtOptions | None = None,
+) -> OptimizedGraph:
+    """Optimize ``source`` with ORT_ENABLE_ALL on ``ep``, save it, and read every node's shapes.
+
+    The saved graph is then run with optimizations disabled (it is already optimized) and ORT's
+    profiler on, so shapes, providers and times are those of exactly the saved nodes.
+    """
+    source = Path(source)
+    optimized_path = Path(optimized_path)
+    optimized_path.parent.mkdir(parents=True, exist_ok=True)
+    load_onnx(source)  # a clear error for a file that is not ONNX
+    partial = optimized_path.with_suffix(".partial.onnx")
+    make_session(source, ep, options, level="all", optimized_model_path=partial)
+    model = onnx.load(str(partial))
+    partial.unlink()
+    name_all_nodes(model)
+    model.ir_version = min(model.ir_version, 10)
+    onnx.save(model, str(optimized_path))
+    with tempfile.TemporaryDirectory() as tmp:
+        session = make_session(optimized_path, ep, options, level="disable", profile_prefix=Path(tmp) / "p")
+        feeds = random_inputs(session)
+        for _ in range(PROFILE_RUNS):
+            session.run(None, feeds)
+        profile = read_profile(session.end_profiling())
+        graph_inputs = {
+            arg.name: TensorInfo(arg.name, arg.type.removeprefix("tensor(").removesuffix(")"), tuple(feeds[arg.name].shape))
+            for arg in session.get_inputs()
+        }
+    return OptimizedGraph(
+        source_path=source,
+        optimized_path=optimized_path,
+        ep=ep,
+        nodes=_nodes_with_shapes(model, profile, graph_inputs),
+        graph_inputs=[i.name for i in model.graph.input],
+        graph_outputs=[o.name for o in model.graph.output],
+    )
+
+
+def _tensor_table(
+    model: onnx.ModelProto, profile: dict[str, dict[str, Any]], graph_inputs: dict[str, TensorInfo]
+) -> dict[str, TensorInfo]:
+    """Every tensor's type and shape: initializers from the model, node outputs from the profile.
+
+    Node inputs are not read from the profile: ORT leaves pre-packed weights (MatMul, Gemm) out
+    of ``input_type_shape``, so its list does not line up with the node's inputs.
+    """
+    table = dict(graph_inputs)
+    for init in model.graph.initializer:
+        dtype = helper.tensor_dtype_to_np_dtype(init.data_type).name
+        table[init.name] = TensorInfo(init.name, _ORT_DTYPE.get(dtype, dtype), tuple(init.dims))
+    for node in model.graph.node:
+        seen = profile.get(node.name)
+        outputs = [o for o in node.output if o]
+        if seen is not None and len(seen["outputs"]) == len(outputs):
+            for name, (dtype, shape) in zip(outputs, seen["outputs"]):
+                table[name] = TensorInfo(name, dtype, shape)
+    return table
+
+
+_ORT_DTYPE = {"float32": "float", "float64": "double", "bool": "bool"}
+
+
+def _nodes_with_shapes(
+    model: onnx.ModelProto, profile: dict[str, dict[str, Any]], graph_inputs: dict[str, TensorInfo]
+) -> list[OptimizedNode]:
+    initializers = {init.name for init in model.graph.initializer}
+    table = _tensor_table(model, profile, graph_inputs)
+    unknown = lambda name: TensorInfo(name, "", ())  # noqa: E731 - ORT did not report it
+    nodes = []
+    for index, node in enumerate(model.graph.node):
+        seen = profile.get(node.name)
+        present_inputs = [name for name in node.input if name]
+        nodes.append(
+            OptimizedNode(
+                index=index,
+                name=node.name,
+                op_type=node.op_type,
+                domain=node.domain,
+                attributes=attribute_values(node),
+                inputs=[table.get(n) or unknown(n) for n in present_inputs],
+                outputs=[table.get(n) or unknown(n) for n in node.output if n],
+                initializer_inputs=[n for n in present_inputs if n in initializers],
+                in_graph_us=None if seen is None else seen["median_us"],
+                provider="" if seen is None else seen["provider"],
+            )
+        )
+    return nodes
+
+
+def initializer_arrays(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
+    """Initializers of a model by name."""
+    return {init.name: init for init in model.graph.initializer}
+
+
+__all__ = [
+    "OptimizedGraph",
+    "OptimizedNode",
+    "TensorInfo",
+    "attribute_values",
+    "initializer_arrays",
+    "name_all_nodes",
+    "numpy_helper",
+    "optimize_and_profile",
+    "read_profile",
+]

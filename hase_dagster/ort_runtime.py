@@ -1,0 +1,159 @@
+"""ONNX Runtime sessions that record which execution provider truly runs.
+
+``onnxruntime-gpu`` lists the CUDA EP on machines without a GPU and silently falls back to the CPU
+when asked for it. Every session made here checks ``get_providers()`` and fails loudly instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import helper
+
+from hase_dagster.config import OrtOptions
+from hase_dagster.errors import ExecutionProviderUnavailableError, ModelLoadError
+
+EpName = Literal["cpu", "cuda"]
+PROVIDER_BY_EP: dict[str, str] = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
+OptimizationLevel = Literal["disable", "basic", "extended", "all"]
+_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+# ORT 1.31 reads IR versions up to 13; onnx.helper stamps newer ones.
+MAX_IR_VERSION = 10
+
+ort.set_default_logger_severity(3)
+
+
+def _providers(ep: EpName, options: OrtOptions) -> list[str | tuple[str, dict[str, str]]]:
+    if ep == "cuda":
+        cuda_options = {"cudnn_conv_algo_search": options.cudnn_conv_algo_search}
+        return [("CUDAExecutionProvider", cuda_options), "CPUExecutionProvider"]
+    if ep == "cpu":
+        return ["CPUExecutionProvider"]
+    raise ExecutionProviderUnavailableError(f"unknown execution provider {ep!r}; use 'cpu' or 'cuda'")
+
+
+def make_session(
+    model: str | os.PathLike[str] | bytes,
+    ep: EpName,
+    options: OrtOptions | None = None,
+    level: OptimizationLevel = "all",
+    optimized_model_path: str | os.PathLike[str] | None = None,
+    profile_prefix: str | os.PathLike[str] | None = None,
+) -> ort.InferenceSession:
+    """Create a session on ``ep`` and verify that ``ep`` is really the one that runs.
+
+    Raises :class:`ModelLoadError` naming the model when ORT rejects it, and
+    :class:`ExecutionProviderUnavailableError` when the EP fell back to another one.
+    """
+    options = options or OrtOptions()
+    session_options = ort.SessionOptions()
+    session_options.graph_optimization_level = _LEVELS[level]
+    session_options.intra_op_num_threads = options.intra_op_num_threads
+    session_options.inter_op_num_threads = 1
+    session_options.log_severity_level = 3
+    if optimized_model_path is not None:
+        session_options.optimized_model_filepath = str(optimized_model_path)
+    if profile_prefix is not None:
+        session_options.enable_profiling = True
+        session_options.profile_file_prefix = str(profile_prefix)
+    source = model if isinstance(model, bytes) else str(model)
+    name = "<in-memory model>" if isinstance(model, bytes) else str(model)
+    try:
+        session = ort.InferenceSession(source, session_options, providers=_providers(ep, options))
+    except Exception as exc:  # ORT raises several unrelated exception types
+        raise ModelLoadError(f"ONNX Runtime cannot load {name}: {exc}") from exc
+    wanted = PROVIDER_BY_EP[ep]
+    if session.get_providers()[0] != wanted:
+        raise ExecutionProviderUnavailableError(
+            f"{wanted} does not run on this machine (ORT fell back to {session.get_providers()}); "
+            "use --ep cpu or the cpu profile"
+        )
+    return session
+
+
+@functools.cache
+def cuda_is_usable() -> bool:
+    """True when a session asking for the CUDA EP really gets it (a GPU, driver and libraries)."""
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        return False
+    node = helper.make_node("Relu", ["x"], ["y"])
+    tensor = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
+    out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
+    model = helper.make_model(helper.make_graph([node], "probe", [tensor], [out]))
+    model.ir_version = MAX_IR_VERSION
+    try:
+        make_session(model.SerializeToString(), "cuda")
+    except (ExecutionProviderUnavailableError, ModelLoadError):
+        return False
+    return True
+
+
+def device_name(ep: EpName) -> str:
+    """A human-readable name of the device the EP runs on (GPU model or CPU model)."""
+    if ep == "cuda":
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+            return name.decode() if isinstance(name, bytes) else str(name)
+        except Exception:  # NVML missing: still a CUDA device, name unknown
+            return "cuda:0"
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "cpu"
+
+
+_NUMPY_BY_ORT_TYPE = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8,
+    "tensor(bool)": np.bool_,
+}
+
+
+def random_inputs(session: ort.InferenceSession, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random feeds for every input of ``session``: floats in [-1, 1), integers zero (valid indices)."""
+    rng = np.random.default_rng(seed)
+    feeds: dict[str, np.ndarray] = {}
+    for arg in session.get_inputs():
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in arg.shape]
+        dtype = _NUMPY_BY_ORT_TYPE.get(arg.type)
+        if dtype is None:
+            raise ModelLoadError(f"input {arg.name!r} has unsupported type {arg.type}")
+        if np.issubdtype(dtype, np.floating):
+            feeds[arg.name] = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
+        else:
+            feeds[arg.name] = np.zeros(shape, dtype=dtype)
+    return feeds
+
+
+def load_onnx(path: str | os.PathLike[str]) -> onnx.ModelProto:
+    """Load an ONNX file, raising :class:`ModelLoadError` that names it when it is not ONNX."""
+    try:
+        model = onnx.load(str(path))
+    except FileNotFoundError as exc:
+        raise ModelLoadError(f"no such ONNX file: {path}") from exc
+    except Exception as exc:
+        raise ModelLoadError(f"{path} is not a valid ONNX file: {exc}") from exc
+    if not model.graph.node:
+        raise ModelLoadError(f"{path} is not a valid ONNX model: its graph has no nodes")
+    return model

@@ -1,0 +1,141 @@
+"""Model zoo: torchvision classifiers and a transformer encoder, exported to ONNX.
+
+Weights are random (latency does not depend on their values) and nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import onnx
+
+from hase_dagster.config import Profile, ZooModel
+from hase_dagster.errors import HaseError, UnknownModelError
+from hase_dagster.ort_runtime import make_session, random_inputs
+
+
+@dataclass(frozen=True)
+class ModelVariant:
+    """One exported model: a zoo model at one input size (or sequence length) and batch size."""
+
+    model: ZooModel
+    input_size: int
+    batch_size: int
+
+    @property
+    def variant_id(self) -> str:
+        prefix = "s" if self.model.kind == "transformer_encoder" else "i"
+        return f"{self.model.name}_{prefix}{self.input_size}_b{self.batch_size}"
+
+
+@dataclass(frozen=True)
+class ExportedModel:
+    """An ONNX file of a variant, validated by one run in ONNX Runtime."""
+
+    variant_id: str
+    model_name: str
+    input_size: int
+    batch_size: int
+    path: Path
+    size_bytes: int
+    opset: int
+    inputs: dict[str, list[int]] = field(default_factory=dict)
+    outputs: dict[str, list[int]] = field(default_factory=dict)
+
+
+def variants(profile: Profile, batch_size: int) -> list[ModelVariant]:
+    """Every zoo model x input size (sequence length for transformers) of ``profile`` at one batch size."""
+    if batch_size <= 0:
+        raise HaseError(f"batch size must be a positive integer, got {batch_size}")
+    out = []
+    for model in profile.models:
+        sizes = profile.sequence_lengths if model.kind == "transformer_encoder" else profile.input_sizes
+        out.extend(ModelVariant(model, size, batch_size) for size in sizes)
+    return out
+
+
+def build_torch_model(model: ZooModel):  # -> torch.nn.Module (torch imported lazily: it is slow)
+    """Instantiate a zoo model with random weights, in eval mode."""
+    import torch
+    import torchvision
+
+    torch.manual_seed(0)
+    if model.kind == "transformer_encoder":
+        layer = torch.nn.TransformerEncoderLayer(
+            d_model=model.d_model,
+            nhead=model.nhead,
+            dim_feedforward=model.dim_feedforward,
+            activation="gelu",
+            batch_first=True,
+        )
+        # enable_nested_tensor=False and export under grad keep the exportable (non fast-path) ops.
+        return torch.nn.TransformerEncoder(layer, model.num_layers, enable_nested_tensor=False).eval()
+    available = set(torchvision.models.list_models(module=torchvision.models))
+    if model.name not in available:
+        raise UnknownModelError(
+            f"torchvision has no classification model named {model.name!r} "
+            f"(examples: {', '.join(sorted(available)[:8])}, ...)"
+        )
+    return torchvision.models.get_model(model.name, weights=None).eval()
+
+
+def export_variant(variant: ModelVariant, out_dir: str | os.PathLike[str], opset: int) -> ExportedModel:
+    """Export ``variant`` to ``out_dir/<variant_id>.onnx`` and validate it by one ORT run.
+
+    The file is written under a temporary name and renamed only once it validated, so a failed
+    export never leaves a half-written model behind.
+    """
+    import torch
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{variant.variant_id}.onnx"
+    partial = path.with_suffix(".onnx.partial")
+    module = build_torch_model(variant.model)
+    if variant.model.kind == "transformer_encoder":
+        example = torch.randn(variant.batch_size, variant.input_size, variant.model.d_model)
+    else:
+        example = torch.randn(variant.batch_size, 3, variant.input_size, variant.input_size)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter is deprecated but exact on opset
+        with torch.inference_mode(False), torch.enable_grad():
+            torch.onnx.export(
+                module,
+                (example,),
+                str(partial),
+                opset_version=opset,
+                dynamo=False,
+                input_names=["input"],
+                output_names=["output"],
+                do_constant_folding=True,
+            )
+    try:
+        inputs, outputs = validate_onnx(partial)
+    except Exception:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(path)
+    return ExportedModel(
+        variant_id=variant.variant_id,
+        model_name=variant.model.name,
+        input_size=variant.input_size,
+        batch_size=variant.batch_size,
+        path=path,
+        size_bytes=path.stat().st_size,
+        opset=opset,
+        inputs=inputs,
+        outputs=outputs,
+    )
+
+
+def validate_onnx(path: str | os.PathLike[str]) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """Run ``path`` once on the CPU EP; return its input and output shapes."""
+    onnx.checker.check_model(str(path))
+    session = make_session(path, "cpu", level="basic")
+    results = session.run(None, random_inputs(session))
+    inputs = {arg.name: list(arg.shape) for arg in session.get_inputs()}
+    outputs = {arg.name: list(result.shape) for arg, result in zip(session.get_outputs(), results)}
+    return inputs, outputs
