@@ -75,6 +75,43 @@ class OptimizedGraph:
     graph_inputs: list[str]
     graph_outputs: list[str]
 
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write this description as JSON (the ONNX file itself stays at ``optimized_path``)."""
+        node = lambda n: {  # noqa: E731
+            **{k: v for k, v in vars(n).items() if k not in ("inputs", "outputs")},
+            "inputs": [t.to_dict() for t in n.inputs],
+            "outputs": [t.to_dict() for t in n.outputs],
+        }
+        document = {
+            "source_path": str(self.source_path),
+            "optimized_path": str(self.optimized_path),
+            "ep": self.ep,
+            "graph_inputs": self.graph_inputs,
+            "graph_outputs": self.graph_outputs,
+            "nodes": [node(n) for n in self.nodes],
+        }
+        path = Path(path)
+        path.write_text(json.dumps(document, indent=1))
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> OptimizedGraph:
+        """Read a description written by :meth:`save`."""
+        document = json.loads(Path(path).read_text())
+        tensor = lambda t: TensorInfo(t["name"], t["dtype"], tuple(t["shape"]))  # noqa: E731
+        nodes = [
+            OptimizedNode(**{**n, "inputs": [tensor(t) for t in n["inputs"]], "outputs": [tensor(t) for t in n["outputs"]]})
+            for n in document["nodes"]
+        ]
+        return cls(
+            source_path=Path(document["source_path"]),
+            optimized_path=Path(document["optimized_path"]),
+            ep=document["ep"],
+            nodes=nodes,
+            graph_inputs=document["graph_inputs"],
+            graph_outputs=document["graph_outputs"],
+        )
+
 
 def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:
     """A node's attributes as plain JSON-able values (tensors summarised by shape)."""

@@ -1,0 +1,277 @@
+"""The analysis half of the asset graph: zoo export, ORT graphs, kernel catalog, kernel models, DAGs.
+
+Each asset is a thin wrapper: it reads its inputs from the data directory and the warehouse, calls
+the domain code in ``hase_dagster``, and replaces its partition's rows.
+"""
+
+
+import json
+from collections import Counter
+from datetime import datetime, timezone
+
+import dagster as dg
+import onnx
+import pandas as pd
+
+from assets.partitions import batch_size_of, batch_size_partitions
+from hase_dagster.catalog import build_catalog, catalog_document, load_catalog
+from hase_dagster.fusion import map_fusions
+from hase_dagster.graph_analysis import OptimizedGraph, optimize_and_profile
+from hase_dagster.kernel_models import inputs_path, write_kernel_model
+from hase_dagster.model_dag import build_dag, save_dag
+from hase_dagster.zoo import export_variant, variants
+from resources.hase import HaseResource
+
+GROUP = "analysis"
+
+
+def _markdown_table(frame: pd.DataFrame) -> dg.MetadataValue:
+    return dg.MetadataValue.md(frame.to_markdown(index=False) if len(frame) else "_empty_")
+
+
+def _variant_files(hase: HaseResource, batch_size: int) -> pd.DataFrame:
+    files = hase.warehouse().query(
+        "SELECT variant_id, path FROM model_files WHERE batch_size = ? ORDER BY variant_id", [batch_size]
+    )
+    if files.empty:
+        raise dg.Failure(f"no ONNX models for batch size {batch_size}: materialize onnx_models first")
+    return files
+
+
+@dg.asset(
+    partitions_def=batch_size_partitions,
+    group_name=GROUP,
+    kinds={"pytorch", "onnx", "duckdb"},
+    description="Every zoo model x input size of the profile, exported to ONNX and run once in ORT.",
+)
+def onnx_models(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
+    batch_size = batch_size_of(context)
+    profile = hase.profile()
+    paths = hase.paths()
+    rows = []
+    for variant in variants(profile, batch_size):
+        exported = export_variant(variant, paths.models, profile.opset)
+        context.log.info(f"exported {exported.variant_id}: {exported.size_bytes / 1e6:.1f} MB")
+        rows.append(
+            {
+                "variant_id": exported.variant_id,
+                "model_name": exported.model_name,
+                "input_size": exported.input_size,
+                "batch_size": batch_size,
+                "path": str(exported.path),
+                "size_bytes": exported.size_bytes,
+                "opset": exported.opset,
+                "inputs_json": json.dumps(exported.inputs),
+                "outputs_json": json.dumps(exported.outputs),
+                "run_id": context.run_id,
+                "created_at": datetime.now(timezone.utc).replace(tzinfo=None),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    hase.warehouse().replace_partition("model_files", {"batch_size": batch_size}, frame)
+    summary = frame[["variant_id", "size_bytes", "opset", "inputs_json", "outputs_json"]]
+    return dg.MaterializeResult(
+        metadata={"profile": profile.name, "models": len(frame), "files": _markdown_table(summary)}
+    )
+
+
+@dg.asset(
+    deps=[onnx_models],
+    partitions_def=batch_size_partitions,
+    group_name=GROUP,
+    kinds={"onnx", "duckdb"},
+    description="The graph ORT runs (ORT_ENABLE_ALL) on the EP that truly runs, every node with shapes.",
+)
+def optimized_graphs(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
+    batch_size = batch_size_of(context)
+    profile = hase.profile()
+    ep = profile.execution_provider
+    paths = hase.paths()
+    rows = []
+    op_counts: Counter[str] = Counter()
+    for variant_id, source in _variant_files(hase, batch_size).itertuples(index=False):
+        target = paths.optimized(ep) / f"{variant_id}.onnx"
+        graph = optimize_and_profile(source, target, ep, profile.ort)
+        graph.save(target.with_suffix(".json"))
+        for node in graph.nodes:
+            op_counts[node.qualified_op] += 1
+            rows.append(
+                {
+                    "variant_id": variant_id,
+                    "ep": ep,
+                    "batch_size": batch_size,
+                    "node_index": node.index,
+                    "node_name": node.name,
+                    "op_type": node.op_type,
+                    "domain": node.domain,
+                    "provider": node.provider,
+                    "attributes_json": json.dumps(node.attributes, default=str),
+                    "input_shapes_json": json.dumps([t.to_dict() for t in node.inputs]),
+                    "output_shapes_json": json.dumps([t.to_dict() for t in node.outputs]),
+                    "in_graph_us": node.in_graph_us,
+                    "optimized_path": str(target),
+                    "run_id": context.run_id,
+                }
+            )
+        context.log.info(f"{variant_id}: {len(graph.nodes)} nodes on {ep}")
+    frame = pd.DataFrame(rows)
+    hase.warehouse().replace_partition("optimized_nodes", {"batch_size": batch_size, "ep": ep}, frame)
+    ops = pd.DataFrame(sorted(op_counts.items()), columns=["op", "nodes"])
+    return dg.MaterializeResult(metadata={"ep": ep, "nodes": len(frame), "ops": _markdown_table(ops)})
+
+
+@dg.asset(
+    deps=[optimized_graphs],
+    partitions_def=batch_size_partitions,
+    group_name=GROUP,
+    kinds={"onnx", "duckdb", "json"},
+    check_specs=[dg.AssetCheckSpec("every_original_op_mapped", asset="kernel_catalog")],
+    description="Every kernel ORT runs, named by the original ops it absorbed (Conv_Add_Relu, ...).",
+)
+def kernel_catalog(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
+    batch_size = batch_size_of(context)
+    profile = hase.profile()
+    ep = profile.execution_provider
+    paths = hase.paths()
+    paths.catalogs(ep).mkdir(parents=True, exist_ok=True)
+    rows = []
+    families: Counter[str] = Counter()
+    unmapped: dict[str, list[str]] = {}
+    for variant_id, source in _variant_files(hase, batch_size).itertuples(index=False):
+        graph = OptimizedGraph.load(paths.optimized(ep) / f"{variant_id}.json")
+        fusion = map_fusions(source, graph, profile.ort)
+        kernels = build_catalog(variant_id, graph, fusion)
+        document = catalog_document(variant_id, ep, kernels, fusion)
+        (paths.catalogs(ep) / f"{variant_id}.json").write_text(json.dumps(document, indent=1, default=str))
+        if document["unmapped_original_ops"]:
+            unmapped[variant_id] = document["unmapped_original_ops"]
+        for kernel in kernels:
+            families[kernel.family] += 1
+            entry = kernel.to_dict()
+            rows.append(
+                {
+                    "variant_id": variant_id,
+                    "ep": ep,
+                    "batch_size": batch_size,
+                    "kernel_order": kernel.order,
+                    "node_name": kernel.node_name,
+                    "family": kernel.family,
+                    "instance_id": kernel.instance_id,
+                    "op_type": kernel.op_type,
+                    "domain": kernel.domain,
+                    "absorbed_ops_json": json.dumps(kernel.absorbed_ops),
+                    "attributes_json": json.dumps(kernel.attributes, default=str),
+                    "inputs_json": json.dumps(entry["inputs"]),
+                    "outputs_json": json.dumps(entry["outputs"]),
+                    "flops": kernel.flops,
+                    "input_bytes": kernel.input_bytes,
+                    "output_bytes": kernel.output_bytes,
+                    "weight_bytes": kernel.weight_bytes,
+                    "in_graph_us": kernel.in_graph_us,
+                    "run_id": context.run_id,
+                }
+            )
+        context.log.info(f"{variant_id}: {len(kernels)} kernels, {dict(Counter(k.family for k in kernels))}")
+    frame = pd.DataFrame(rows)
+    hase.warehouse().replace_partition("kernels", {"batch_size": batch_size, "ep": ep}, frame)
+    family_table = pd.DataFrame(families.most_common(), columns=["family", "kernels"])
+    return dg.MaterializeResult(
+        metadata={
+            "ep": ep,
+            "kernels": len(frame),
+            "families": len(families),
+            "instances": int(frame["instance_id"].nunique()) if len(frame) else 0,
+            "family_counts": _markdown_table(family_table),
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="every_original_op_mapped",
+                passed=not unmapped,
+                metadata={"unmapped": dg.MetadataValue.json(unmapped)},
+            )
+        ],
+    )
+
+
+@dg.asset(
+    deps=[kernel_catalog],
+    partitions_def=batch_size_partitions,
+    group_name=GROUP,
+    kinds={"onnx", "duckdb"},
+    description="One standalone, validated ONNX model per distinct kernel instance, with dummy inputs.",
+)
+def kernel_onnx(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
+    batch_size = batch_size_of(context)
+    profile = hase.profile()
+    ep = profile.execution_provider
+    paths = hase.paths()
+    written: dict[str, dict] = {}
+    for variant_id, _ in _variant_files(hase, batch_size).itertuples(index=False):
+        _, kernels = load_catalog(paths.catalogs(ep) / f"{variant_id}.json")
+        optimized_model = onnx.load(str(paths.optimized(ep) / f"{variant_id}.onnx"))
+        for kernel in kernels:
+            if kernel.instance_id in written:
+                written[kernel.instance_id]["used_by"] += 1
+                continue
+            path = write_kernel_model(optimized_model, kernel, paths.kernels(ep), ep, profile.ort)
+            written[kernel.instance_id] = {
+                "instance_id": kernel.instance_id,
+                "ep": ep,
+                "batch_size": batch_size,
+                "family": kernel.family,
+                "path": str(path),
+                "inputs_path": str(inputs_path(path)),
+                "used_by": 1,
+                "run_id": context.run_id,
+            }
+        context.log.info(f"{variant_id}: {len(written)} distinct kernel instances so far")
+    frame = pd.DataFrame(list(written.values()))
+    hase.warehouse().replace_partition("kernel_models", {"batch_size": batch_size, "ep": ep}, frame)
+    per_family = frame.groupby("family").size().reset_index(name="instances") if len(frame) else frame
+    return dg.MaterializeResult(
+        metadata={
+            "ep": ep,
+            "kernel_models": len(frame),
+            "directory": str(paths.kernels(ep)),
+            "instances_per_family": _markdown_table(per_family),
+        }
+    )
+
+
+@dg.asset(
+    deps=[kernel_catalog],
+    partitions_def=batch_size_partitions,
+    group_name=GROUP,
+    kinds={"networkx", "duckdb", "json"},
+    description="Per model variant, the DAG of kernels joined by tensors, with ORT's sequential order.",
+)
+def model_dags(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
+    batch_size = batch_size_of(context)
+    ep = hase.profile().execution_provider
+    paths = hase.paths()
+    rows = []
+    summary = []
+    for variant_id, _ in _variant_files(hase, batch_size).itertuples(index=False):
+        _, kernels = load_catalog(paths.catalogs(ep) / f"{variant_id}.json")
+        dag = build_dag(variant_id, ep, kernels)
+        save_dag(dag, paths.dags(ep) / f"{variant_id}.json")
+        for source, target, data in dag.edges(data=True):
+            rows.append(
+                {
+                    "variant_id": variant_id,
+                    "ep": ep,
+                    "batch_size": batch_size,
+                    "src_kernel": source,
+                    "dst_kernel": target,
+                    "tensor": data["tensor"],
+                    "bytes": data["bytes"],
+                    "run_id": context.run_id,
+                }
+            )
+        summary.append({"variant_id": variant_id, "kernels": dag.number_of_nodes(), "edges": dag.number_of_edges()})
+    frame = pd.DataFrame(rows)
+    hase.warehouse().replace_partition("dag_edges", {"batch_size": batch_size, "ep": ep}, frame)
+    return dg.MaterializeResult(metadata={"ep": ep, "edges": len(frame), "dags": _markdown_table(pd.DataFrame(summary))})
+
+
+analysis_assets = [onnx_models, optimized_graphs, kernel_catalog, kernel_onnx, model_dags]

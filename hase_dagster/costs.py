@@ -1,0 +1,85 @@
+"""FLOPs and bytes-moved estimates of one kernel from its op type, attributes and ORT's shapes.
+
+Counts are analytic (a multiply-add = 2 FLOPs) and aim at the right order of magnitude for
+features of a latency regressor, not at an exact instruction count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import prod
+from typing import Any
+
+from hase_dagster.graph_analysis import TensorInfo
+
+DTYPE_BYTES = {"float": 4, "float16": 2, "double": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}
+# FLOPs per output element of element-wise and normalisation ops (rough but consistent).
+PER_ELEMENT = {
+    "Relu": 1, "Clip": 1, "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Sum": 1, "Sigmoid": 4,
+    "Tanh": 4, "Erf": 4, "Sqrt": 1, "Pow": 1, "Exp": 1, "HardSigmoid": 2, "HardSwish": 3,
+    "Gelu": 8, "FastGelu": 8, "BiasGelu": 9, "QuickGelu": 5, "Softmax": 5, "LayerNormalization": 8,
+    "SkipLayerNormalization": 9, "SimplifiedLayerNormalization": 6, "BatchNormalization": 2,
+}
+ACTIVATION_FLOPS = {"Relu": 1, "Clip": 1, "Sigmoid": 4, "Tanh": 4, "LeakyRelu": 2, "HardSigmoid": 2}
+
+
+def tensor_bytes(tensor: TensorInfo) -> int:
+    """Bytes of a tensor from its shape and element type (4 when the type is unknown)."""
+    return tensor.numel * DTYPE_BYTES.get(tensor.dtype, 4)
+
+
+def _conv_flops(attributes: dict[str, Any], inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]) -> int:
+    weight = inputs[1].shape
+    out = outputs[0].shape
+    channels_in_per_group = weight[1] if len(weight) > 1 else 1  # already divided by groups
+    kernel = prod(weight[2:]) if len(weight) > 2 else 1
+    flops = 2 * prod(out) * channels_in_per_group * kernel
+    if len(inputs) > 2:
+        flops += prod(out)  # bias
+    if len(inputs) > 3:
+        flops += prod(out)  # the fused Sum input (Conv + Add)
+    activation = attributes.get("activation")
+    if activation:
+        flops += ACTIVATION_FLOPS.get(str(activation), 1) * prod(out)
+    return flops
+
+
+def _matmul_flops(inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo], attributes: dict[str, Any]) -> int:
+    a = inputs[0].shape
+    out = outputs[0].shape
+    if not a or not out:
+        return 0
+    trans_a = int(attributes.get("transA", 0))
+    # For a (.., M, K) x (.., K, N) product, FLOPs = 2 * numel(out) * K.
+    k = a[-2] if trans_a and len(a) >= 2 else a[-1]
+    if int(attributes.get("transBatchA", 0)) and len(a) >= 3:
+        k = a[-1] if not trans_a else a[0]
+    flops = 2 * prod(out) * k
+    if len(inputs) > 2:
+        flops += prod(out)  # bias (Gemm C)
+    return flops
+
+
+def estimate_flops(
+    op_type: str, attributes: dict[str, Any], inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]
+) -> int:
+    """Analytic FLOPs of one execution of a kernel; 0 for pure data movement."""
+    if not outputs or not outputs[0].shape and op_type not in PER_ELEMENT:
+        return 0
+    out_elems = prod(outputs[0].shape) if outputs[0].shape else 1
+    if op_type in {"Conv", "FusedConv", "ConvTranspose"} and len(inputs) > 1:
+        return _conv_flops(attributes, inputs, outputs)
+    if op_type in {"MatMul", "FusedMatMul", "Gemm", "FusedGemm", "MatMulInteger"}:
+        return _matmul_flops(inputs, outputs, attributes)
+    if op_type in {"MaxPool", "AveragePool"}:
+        return out_elems * prod(attributes.get("kernel_shape", [1]))
+    if op_type in {"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum"}:
+        return inputs[0].numel if inputs else out_elems
+    if op_type in PER_ELEMENT:
+        return PER_ELEMENT[op_type] * max(out_elems, inputs[0].numel if inputs else 0)
+    return 0
+
+
+def bytes_moved(inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]) -> tuple[int, int]:
+    """(bytes read, bytes written) if every input is read and every output written once."""
+    return sum(tensor_bytes(t) for t in inputs), sum(tensor_bytes(t) for t in outputs)

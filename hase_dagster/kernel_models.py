@@ -1,0 +1,105 @@
+"""One standalone ONNX model per kernel instance, cut out of the optimized graph.
+
+Each kernel model holds its node, its own copy of every weight it reads (untrained models share
+zero biases between nodes, so weights cannot be referenced), the opset of its domain, and
+random dummy inputs saved beside it (``.npz``).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from hase_dagster.catalog import Kernel
+from hase_dagster.config import OrtOptions
+from hase_dagster.errors import ModelLoadError
+from hase_dagster.graph_analysis import TensorInfo
+from hase_dagster.ort_runtime import MAX_IR_VERSION, EpName, make_session, random_inputs
+
+_ONNX_TYPE = {
+    "float": onnx.TensorProto.FLOAT,
+    "float16": onnx.TensorProto.FLOAT16,
+    "double": onnx.TensorProto.DOUBLE,
+    "int64": onnx.TensorProto.INT64,
+    "int32": onnx.TensorProto.INT32,
+    "int8": onnx.TensorProto.INT8,
+    "uint8": onnx.TensorProto.UINT8,
+    "bool": onnx.TensorProto.BOOL,
+}
+
+
+def _value_info(tensor: TensorInfo) -> onnx.ValueInfoProto:
+    if tensor.dtype not in _ONNX_TYPE:
+        raise ModelLoadError(f"tensor {tensor.name!r} has a type ORT did not report ({tensor.dtype!r})")
+    return helper.make_tensor_value_info(tensor.name, _ONNX_TYPE[tensor.dtype], list(tensor.shape))
+
+
+def build_kernel_model(optimized_model: onnx.ModelProto, kernel: Kernel) -> onnx.ModelProto:
+    """A model whose graph is exactly ``kernel``'s node, with its weights and opset imports."""
+    nodes = {node.name: node for node in optimized_model.graph.node}
+    if kernel.node_name not in nodes:
+        raise ModelLoadError(f"node {kernel.node_name!r} is not in the optimized model")
+    node = nodes[kernel.node_name]
+    initializers = {init.name: init for init in optimized_model.graph.initializer}
+    weights = [initializers[name] for name in dict.fromkeys(kernel.weight_names)]
+    graph = helper.make_graph(
+        [node],
+        kernel.file_stem,
+        [_value_info(t) for t in kernel.activations],
+        [_value_info(t) for t in kernel.outputs],
+        initializer=weights,
+    )
+    versions = {imp.domain: imp.version for imp in optimized_model.opset_import}
+    domains = {"", node.domain}
+    opsets = [helper.make_opsetid(d, versions.get(d, 1)) for d in sorted(domains)]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="hase")
+    model.ir_version = min(optimized_model.ir_version or MAX_IR_VERSION, MAX_IR_VERSION)
+    return model
+
+
+def inputs_path(model_path: str | os.PathLike[str]) -> Path:
+    """Where the dummy inputs of a kernel model are saved."""
+    return Path(model_path).with_suffix(".inputs.npz")
+
+
+def load_inputs(model_path: str | os.PathLike[str]) -> dict[str, np.ndarray] | None:
+    """The saved dummy inputs of a kernel model, if any."""
+    path = inputs_path(model_path)
+    if not path.exists():
+        return None
+    with np.load(path) as data:
+        return {name: data[name] for name in data.files}
+
+
+def write_kernel_model(
+    optimized_model: onnx.ModelProto,
+    kernel: Kernel,
+    out_dir: str | os.PathLike[str],
+    ep: EpName,
+    options: OrtOptions | None = None,
+) -> Path:
+    """Write ``kernel``'s model and dummy inputs (once per instance) and validate it on ``ep``.
+
+    Validation runs the model once with optimizations disabled, so the node runs as in the graph.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{kernel.file_stem}.onnx"
+    if not (path.exists() and inputs_path(path).exists()):
+        model = build_kernel_model(optimized_model, kernel)
+        partial = path.with_suffix(".partial.onnx")
+        onnx.save(model, str(partial))
+        try:
+            session = make_session(partial, ep, options, level="disable")
+            feeds = random_inputs(session, seed=1)
+            session.run(None, feeds)
+        except Exception as exc:
+            partial.unlink(missing_ok=True)
+            raise ModelLoadError(f"kernel model {path.name} ({kernel.family}) does not run: {exc}") from exc
+        np.savez(inputs_path(path), **feeds)
+        partial.replace(path)
+    return path

@@ -1,0 +1,85 @@
+"""A model variant as a DAG of kernels: which kernel feeds which, and how the DAG's latency combines.
+
+With one CUDA stream or ORT's sequential executor, kernels run one after another in ORT's order,
+so a model takes the sum of its kernels. Where branches may overlap (ORT's parallel executor),
+the critical path, the longest chain of dependent kernels, bounds it from below.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+
+from hase_dagster.catalog import Kernel
+from hase_dagster.costs import tensor_bytes
+
+
+def build_dag(variant_id: str, ep: str, kernels: list[Kernel]) -> nx.DiGraph:
+    """Kernels as nodes (keyed by node name), tensors between them as edges."""
+    dag = nx.DiGraph(variant_id=variant_id, ep=ep)
+    producer: dict[str, str] = {}
+    for kernel in kernels:
+        dag.add_node(
+            kernel.node_name,
+            order=kernel.order,
+            family=kernel.family,
+            instance_id=kernel.instance_id,
+            flops=kernel.flops,
+            in_graph_us=kernel.in_graph_us,
+        )
+        for tensor in kernel.outputs:
+            producer[tensor.name] = kernel.node_name
+    for kernel in kernels:
+        for tensor in kernel.activations:
+            source = producer.get(tensor.name)
+            if source is not None and source != kernel.node_name:
+                dag.add_edge(source, kernel.node_name, tensor=tensor.name, bytes=tensor_bytes(tensor))
+    if not nx.is_directed_acyclic_graph(dag):
+        raise ValueError(f"the kernel graph of {variant_id} has a cycle")
+    dag.graph["sequential_order"] = sequential_order(dag)
+    return dag
+
+
+def sequential_order(dag: nx.DiGraph) -> list[str]:
+    """The order ORT's sequential executor runs the kernels in (its node order)."""
+    return sorted(dag.nodes, key=lambda n: dag.nodes[n]["order"])
+
+
+def sequential_latency(dag: nx.DiGraph, latency: Callable[[str], float]) -> float:
+    """Sum of kernel latencies: one stream, one kernel at a time."""
+    return sum(latency(node) for node in dag.nodes)
+
+
+def critical_path(dag: nx.DiGraph, latency: Callable[[str], float]) -> tuple[float, list[str]]:
+    """Length and kernels of the longest dependent chain, when independent branches overlap."""
+    best: dict[str, tuple[float, str | None]] = {}
+    for node in nx.topological_sort(dag):
+        before = max(((best[p][0], p) for p in dag.predecessors(node)), default=(0.0, None))
+        best[node] = (before[0] + latency(node), before[1])
+    if not best:
+        return 0.0, []
+    end = max(best, key=lambda n: best[n][0])
+    path, cursor = [], end
+    while cursor is not None:
+        path.append(cursor)
+        cursor = best[cursor][1]
+    return best[end][0], path[::-1]
+
+
+def save_dag(dag: nx.DiGraph, path: str | os.PathLike[str]) -> Path:
+    """Write the DAG as node-link JSON."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nx.node_link_data(dag, edges="edges"), indent=1, default=str))
+    return path
+
+
+def load_dag(path: str | os.PathLike[str]) -> nx.DiGraph:
+    """Read a DAG written by :func:`save_dag`."""
+    data: dict[str, Any] = json.loads(Path(path).read_text())
+    return nx.node_link_graph(data, edges="edges")

@@ -1,0 +1,33 @@
+"""Where Hase keeps its files: one data directory with the DuckDB file and artifact folders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class DataPaths:
+    """Layout of a data directory. Folders per execution provider keep CPU and GPU apart."""
+
+    root: Path
+
+    @property
+    def database(self) -> Path:
+        return self.root / "hase.duckdb"
+
+    @property
+    def models(self) -> Path:
+        return self.root / "models"
+
+    def optimized(self, ep: str) -> Path:
+        return self.root / "optimized" / ep
+
+    def catalogs(self, ep: str) -> Path:
+        return self.root / "catalogs" / ep
+
+    def kernels(self, ep: str) -> Path:
+        return self.root / "kernels" / ep
+
+    def dags(self, ep: str) -> Path:
+        return self.root / "dags" / ep

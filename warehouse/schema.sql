@@ -1,0 +1,81 @@
+-- Hase warehouse. Every table is written a partition at a time: the writer deletes the
+-- partition's slice (batch_size, ep) and inserts the new rows in one transaction.
+
+CREATE TABLE IF NOT EXISTS model_files (
+    variant_id   VARCHAR NOT NULL,
+    model_name   VARCHAR NOT NULL,
+    input_size   INTEGER NOT NULL,
+    batch_size   INTEGER NOT NULL,
+    path         VARCHAR NOT NULL,
+    size_bytes   BIGINT NOT NULL,
+    opset        INTEGER NOT NULL,
+    inputs_json  VARCHAR NOT NULL,
+    outputs_json VARCHAR NOT NULL,
+    run_id       VARCHAR,
+    created_at   TIMESTAMP NOT NULL,
+    PRIMARY KEY (variant_id)
+);
+
+CREATE TABLE IF NOT EXISTS optimized_nodes (
+    variant_id         VARCHAR NOT NULL,
+    ep                 VARCHAR NOT NULL,
+    batch_size         INTEGER NOT NULL,
+    node_index         INTEGER NOT NULL,
+    node_name          VARCHAR NOT NULL,
+    op_type            VARCHAR NOT NULL,
+    domain             VARCHAR NOT NULL,
+    provider           VARCHAR NOT NULL,
+    attributes_json    VARCHAR NOT NULL,
+    input_shapes_json  VARCHAR NOT NULL,
+    output_shapes_json VARCHAR NOT NULL,
+    in_graph_us        DOUBLE,
+    optimized_path     VARCHAR NOT NULL,
+    run_id             VARCHAR,
+    PRIMARY KEY (variant_id, ep, node_index)
+);
+
+CREATE TABLE IF NOT EXISTS kernels (
+    variant_id        VARCHAR NOT NULL,
+    ep                VARCHAR NOT NULL,
+    batch_size        INTEGER NOT NULL,
+    kernel_order      INTEGER NOT NULL,
+    node_name         VARCHAR NOT NULL,
+    family            VARCHAR NOT NULL,
+    instance_id       VARCHAR NOT NULL,
+    op_type           VARCHAR NOT NULL,
+    domain            VARCHAR NOT NULL,
+    absorbed_ops_json VARCHAR NOT NULL,
+    attributes_json   VARCHAR NOT NULL,
+    inputs_json       VARCHAR NOT NULL,
+    outputs_json      VARCHAR NOT NULL,
+    flops             BIGINT NOT NULL,
+    input_bytes       BIGINT NOT NULL,
+    output_bytes      BIGINT NOT NULL,
+    weight_bytes      BIGINT NOT NULL,
+    in_graph_us       DOUBLE,
+    run_id            VARCHAR,
+    PRIMARY KEY (variant_id, ep, kernel_order)
+);
+
+CREATE TABLE IF NOT EXISTS kernel_models (
+    instance_id VARCHAR NOT NULL,
+    ep          VARCHAR NOT NULL,
+    batch_size  INTEGER NOT NULL,
+    family      VARCHAR NOT NULL,
+    path        VARCHAR NOT NULL,
+    inputs_path VARCHAR NOT NULL,
+    used_by     INTEGER NOT NULL,
+    run_id      VARCHAR,
+    PRIMARY KEY (instance_id, ep, batch_size)
+);
+
+CREATE TABLE IF NOT EXISTS dag_edges (
+    variant_id  VARCHAR NOT NULL,
+    ep          VARCHAR NOT NULL,
+    batch_size  INTEGER NOT NULL,
+    src_kernel  VARCHAR NOT NULL,
+    dst_kernel  VARCHAR NOT NULL,
+    tensor      VARCHAR NOT NULL,
+    bytes       BIGINT NOT NULL,
+    run_id      VARCHAR
+);
