@@ -23,6 +23,8 @@ from hase_dagster.zoo import export_variant, variants
 from resources.hase import HaseResource
 
 GROUP = "analysis"
+# One pool slot: DuckDB takes one writing process, and one accelerator is measured at a time.
+POOL = "hase_accelerator"
 
 
 def _markdown_table(frame: pd.DataFrame) -> dg.MetadataValue:
@@ -41,6 +43,7 @@ def _variant_files(hase: HaseResource, batch_size: int) -> pd.DataFrame:
 @dg.asset(
     partitions_def=batch_size_partitions,
     group_name=GROUP,
+    pool=POOL,
     kinds={"pytorch", "onnx", "duckdb"},
     description="Every zoo model x input size of the profile, exported to ONNX and run once in ORT.",
 )
@@ -79,6 +82,7 @@ def onnx_models(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Mat
     deps=[onnx_models],
     partitions_def=batch_size_partitions,
     group_name=GROUP,
+    pool=POOL,
     kinds={"onnx", "duckdb"},
     description="The graph ORT runs (ORT_ENABLE_ALL) on the EP that truly runs, every node with shapes.",
 )
@@ -124,6 +128,7 @@ def optimized_graphs(context: dg.AssetExecutionContext, hase: HaseResource) -> d
     deps=[optimized_graphs],
     partitions_def=batch_size_partitions,
     group_name=GROUP,
+    pool=POOL,
     kinds={"onnx", "duckdb", "json"},
     check_specs=[dg.AssetCheckSpec("every_original_op_mapped", asset="kernel_catalog")],
     description="Every kernel ORT runs, named by the original ops it absorbed (Conv_Add_Relu, ...).",
@@ -197,6 +202,7 @@ def kernel_catalog(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.
     deps=[kernel_catalog],
     partitions_def=batch_size_partitions,
     group_name=GROUP,
+    pool=POOL,
     kinds={"onnx", "duckdb"},
     description="One standalone, validated ONNX model per distinct kernel instance, with dummy inputs.",
 )
@@ -242,6 +248,7 @@ def kernel_onnx(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Mat
     deps=[kernel_catalog],
     partitions_def=batch_size_partitions,
     group_name=GROUP,
+    pool=POOL,
     kinds={"networkx", "duckdb", "json"},
     description="Per model variant, the DAG of kernels joined by tensors, with ORT's sequential order.",
 )

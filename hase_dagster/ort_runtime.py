@@ -31,7 +31,8 @@ _LEVELS = {
 # ORT 1.31 reads IR versions up to 13; onnx.helper stamps newer ones.
 MAX_IR_VERSION = 10
 
-ort.set_default_logger_severity(3)
+# Errors are raised as exceptions that name the model; ORT printing them too is noise.
+ort.set_default_logger_severity(4)
 
 
 def _providers(ep: EpName, options: OrtOptions) -> list[str | tuple[str, dict[str, str]]]:

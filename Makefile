@@ -1,0 +1,37 @@
+# `make run` and `make test` set everything up themselves (idempotent) and then do their job.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export DAGSTER_HOME := $(CURDIR)/.dagster_home
+export HASE_DATA_DIR ?= $(CURDIR)/.hase_data
+
+.PHONY: setup run test dev analyze-example clean
+
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# torch/torchvision first and exactly: this machine serves them from local disk.
+	$(BIN)/python -m pip install -q -c constraints.txt torch==2.14.1 torchvision==0.29.1
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	touch $@
+
+$(DAGSTER_HOME)/dagster.yaml: dagster.yaml
+	mkdir -p $(DAGSTER_HOME)
+	cp dagster.yaml $@
+
+setup: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
+
+# Materialize the whole asset graph on the default profile (cpu where no GPU truly runs).
+run: setup
+	$(BIN)/hase materialize
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+# The Dagster UI (with its daemon, so sensors and schedules run) on 127.0.0.1:3000.
+dev: setup
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+clean:
+	rm -rf $(VENV) $(DAGSTER_HOME) $(HASE_DATA_DIR)

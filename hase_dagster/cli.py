@@ -1,0 +1,141 @@
+"""The ``hase`` command line. Every ``--json`` output is a stable contract (see README)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from hase_dagster.errors import HaseError
+
+JSON_SCHEMA_VERSION = 1
+
+
+def _print_json(document: dict[str, Any]) -> None:
+    print(json.dumps({"schema_version": JSON_SCHEMA_VERSION, **document}, indent=1, default=str))
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from hase_dagster.analysis import analyze_model
+    from hase_dagster.ort_runtime import device_name
+
+    with tempfile.TemporaryDirectory() as tmp:
+        analysis = analyze_model(args.model, args.ep, Path(tmp) / "optimized.onnx")
+    catalog = analysis.catalog()
+    if args.json:
+        kernels = [
+            {
+                "order": k["order"],
+                "family": k["family"],
+                "op_type": k["op_type"],
+                "domain": k["domain"],
+                "instance_id": k["instance_id"],
+                "absorbed_ops": k["absorbed_op_types"],
+                "inputs": k["inputs"],
+                "outputs": k["outputs"],
+                "flops": k["flops"],
+                "input_bytes": k["input_bytes"],
+                "output_bytes": k["output_bytes"],
+                "weight_bytes": k["weight_bytes"],
+            }
+            for k in catalog["kernels"]
+        ]
+        _print_json(
+            {
+                "model": str(args.model),
+                "ep": analysis.ep,
+                "device": device_name(analysis.ep),
+                "families": catalog["families"],
+                "total_flops": catalog["total_flops"],
+                "unmapped_original_ops": catalog["unmapped_original_ops"],
+                "kernels": kernels,
+            }
+        )
+        return 0
+    print(f"{args.model} on {analysis.ep} ({device_name(analysis.ep)}): {len(analysis.kernels)} kernels")
+    print(f"{'#':>3}  {'family':<34} {'op':<34} {'activation inputs':<28} {'outputs':<20} {'MFLOPs':>9}")
+    for kernel in analysis.kernels:
+        shapes = lambda ts: " ".join("x".join(map(str, t.shape)) for t in ts)  # noqa: E731
+        op = f"{kernel.domain}.{kernel.op_type}" if kernel.domain else kernel.op_type
+        print(
+            f"{kernel.order:>3}  {kernel.family[:34]:<34} {op[:34]:<34} {shapes(kernel.activations)[:28]:<28} "
+            f"{shapes(kernel.outputs)[:20]:<20} {kernel.flops / 1e6:>9.2f}"
+        )
+    print("families: " + ", ".join(f"{f} x{n}" for f, n in catalog["families"].items()))
+    if catalog["unmapped_original_ops"]:
+        print(f"warning: original ops no kernel claims: {catalog['unmapped_original_ops']}")
+    return 0
+
+
+def cmd_materialize(args: argparse.Namespace) -> int:
+    from hase_dagster.pipeline import materialize_all
+
+    started = time.monotonic()
+    summary = materialize_all(profile_name=args.profile, batch_sizes=args.batch_size)
+    summary["seconds"] = round(time.monotonic() - started, 1)
+    if args.json:
+        _print_json(summary)
+    else:
+        for line in summary["runs"]:
+            print(f"{line['stage']:<12} partition {line['partition']:<10} {line['status']:<8} run {line['run_id']}")
+        print(f"profile {summary['profile']}: materialized in {summary['seconds']} s")
+    return 0 if all(r["status"] == "SUCCESS" for r in summary["runs"]) else 1
+
+
+def cmd_add_batch_size(args: argparse.Namespace) -> int:
+    from hase_dagster.pipeline import add_batch_sizes
+
+    added = add_batch_sizes(args.batch_size)
+    print(f"batch-size partitions added: {added or 'none (all existed)'}; backfill them in the UI or with `hase materialize --batch-size`")
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hase", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    analyze = commands.add_parser("analyze", help="print the kernels ORT runs for an ONNX model")
+    analyze.add_argument("model", type=Path)
+    analyze.add_argument("--ep", choices=["cpu", "cuda"], default="cpu")
+    analyze.add_argument("--json", action="store_true")
+    analyze.set_defaults(handler=cmd_analyze)
+
+    materialize = commands.add_parser("materialize", help="materialize the whole asset graph in the Dagster instance")
+    materialize.add_argument("--profile", default=None, help="profile name (default: HASE_PROFILE or the config's)")
+    materialize.add_argument("--batch-size", type=_positive_int, action="append", help="only these batch sizes")
+    materialize.add_argument("--json", action="store_true")
+    materialize.set_defaults(handler=cmd_materialize)
+
+    add = commands.add_parser("add-batch-size", help="add batch-size partitions to the Dagster instance")
+    add.add_argument("batch_size", type=_positive_int, nargs="+")
+    add.set_defaults(handler=cmd_add_batch_size)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except HaseError as exc:
+        print(f"hase: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

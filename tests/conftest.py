@@ -1,0 +1,63 @@
+"""Shared fixtures: small real models exported once per test session."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hase_dagster.config import ZooModel
+from hase_dagster.zoo import ModelVariant, export_variant
+
+TINY_TRANSFORMER = ZooModel(
+    name="transformer_encoder", kind="transformer_encoder", d_model=64, nhead=4, dim_feedforward=128, num_layers=1
+)
+
+TEST_PROFILE = {
+    "default_profile": "tiny",
+    "profiles": {
+        "tiny": {
+            "device": "cpu",
+            "models": [
+                {"name": "resnet18"},
+                {"name": "transformer_encoder", "kind": "transformer_encoder", "d_model": 64, "nhead": 4,
+                 "dim_feedforward": 128, "num_layers": 1},
+            ],
+            "input_sizes": [64],
+            "sequence_lengths": [16],
+            "batch_sizes": [1, 2],
+        }
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+def _export(model: ZooModel, size: int, models_dir: Path) -> Path:
+    return export_variant(ModelVariant(model, size, 1), models_dir, opset=17).path
+
+
+@pytest.fixture(scope="session")
+def resnet18_onnx(models_dir: Path) -> Path:
+    return _export(ZooModel(name="resnet18"), 64, models_dir)
+
+
+@pytest.fixture(scope="session")
+def squeezenet_onnx(models_dir: Path) -> Path:
+    return _export(ZooModel(name="squeezenet1_1"), 64, models_dir)
+
+
+@pytest.fixture(scope="session")
+def transformer_onnx(models_dir: Path) -> Path:
+    return _export(TINY_TRANSFORMER, 16, models_dir)
+
+
+@pytest.fixture()
+def test_config(tmp_path: Path) -> Path:
+    path = tmp_path / "hase.yaml"
+    path.write_text(yaml.safe_dump(TEST_PROFILE))
+    return path

@@ -1,0 +1,78 @@
+"""The analysis assets, materialized in-process against real ORT and a real DuckDB file."""
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from assets.analysis import analysis_assets
+from hase_dagster.definitions import defs
+from resources.hase import HaseResource
+from warehouse.store import Warehouse
+
+TABLES = ["model_files", "optimized_nodes", "kernels", "kernel_models", "dag_edges"]
+
+
+def test_definitions_load() -> None:
+    dg.Definitions.validate_loadable(defs)
+    keys = {key.to_user_string() for key in defs.resolve_asset_graph().get_all_asset_keys()}
+    assert {"onnx_models", "optimized_graphs", "kernel_catalog", "kernel_onnx", "model_dags"} <= keys
+
+
+@pytest.fixture()
+def hase(test_config: Path, tmp_path: Path) -> HaseResource:
+    return HaseResource(config_path=str(test_config), data_directory=str(tmp_path / "data"))
+
+
+def _materialize(hase: HaseResource, partition: str, instance: dg.DagsterInstance) -> dg.ExecuteInProcessResult:
+    return dg.materialize(analysis_assets, partition_key=partition, resources={"hase": hase}, instance=instance)
+
+
+def test_analysis_assets_materialize_twice_without_duplicates(hase: HaseResource) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("batch_size", ["1", "2"])
+    first = _materialize(hase, "1", instance)
+    assert first.success
+    store = Warehouse(hase.paths().database)
+    counts = {table: store.count(table) for table in TABLES}
+    assert counts["model_files"] == 2 and counts["kernels"] > 40 and counts["dag_edges"] > 40
+    assert _materialize(hase, "1", instance).success
+    assert {table: store.count(table) for table in TABLES} == counts
+    # Another partition adds its own slice and leaves the first alone.
+    assert _materialize(hase, "2", instance).success
+    assert store.count("kernels", batch_size=1) == counts["kernels"]
+    assert store.count("kernels", batch_size=2) == counts["kernels"]
+
+    catalog = json.loads((hase.paths().catalogs("cpu") / "resnet18_i64_b1.json").read_text())
+    assert catalog["families"]["Conv_Add_Relu"] == 8 and catalog["unmapped_original_ops"] == []
+    families = store.query("SELECT DISTINCT family FROM kernels WHERE variant_id LIKE 'transformer%'")
+    assert {"Add_LayerNormalization", "Gelu"} <= set(families["family"])
+    kernel_files = store.query("SELECT path FROM kernel_models WHERE batch_size = 1")["path"]
+    assert all(Path(p).exists() for p in kernel_files)
+    checks = first.get_asset_check_evaluations()
+    assert [(c.check_name, c.passed) for c in checks] == [("every_original_op_mapped", True)]
+    materialization = first.asset_materializations_for_node("kernel_catalog")[0]
+    assert "Conv_Add_Relu" in materialization.metadata["family_counts"].value
+
+
+def test_unknown_model_fails_and_keeps_existing_rows(hase: HaseResource, test_config: Path) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("batch_size", ["1"])
+    assert _materialize(hase, "1", instance).success
+    store = Warehouse(hase.paths().database)
+    before = store.count("model_files")
+    config = test_config.read_text().replace("name: resnet18", "name: resnet_does_not_exist")
+    test_config.write_text(config)
+    with pytest.raises(Exception, match="resnet_does_not_exist"):
+        _materialize(hase, "1", instance)
+    assert store.count("model_files") == before
+    assert not list(hase.paths().models.glob("*.partial"))
+
+
+def test_batch_size_zero_partition_is_refused(hase: HaseResource) -> None:
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("batch_size", ["0"])
+    with pytest.raises(Exception, match="positive integer"):
+        _materialize(hase, "0", instance)
+    assert not hase.paths().database.exists() or Warehouse(hase.paths().database).count("model_files") == 0

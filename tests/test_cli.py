@@ -1,0 +1,84 @@
+"""The `hase` command line, its --json contract, and its errors on bad input."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import helper
+
+from hase_dagster.cli import main
+from hase_dagster.config import ZooModel
+from hase_dagster.errors import HaseError, UnknownModelError
+from hase_dagster.zoo import ModelVariant, build_torch_model, variants
+from hase_dagster.config import load_config
+
+
+def test_analyze_json_contract(resnet18_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(resnet18_onnx), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["schema_version"] == 1 and document["ep"] == "cpu"
+    kernels = document["kernels"]
+    assert len(kernels) == 25
+    assert {"family", "inputs", "outputs", "flops"} <= set(kernels[0])
+    assert kernels[0]["family"] == "Conv_Relu" and kernels[0]["flops"] > 0
+    assert kernels[0]["inputs"][0]["shape"] == [1, 3, 64, 64]
+    assert document["families"]["Conv_Add_Relu"] == 8
+
+
+def test_analyze_console_script_prints_table(resnet18_onnx: Path) -> None:
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "hase"), "analyze", str(resnet18_onnx)],
+        capture_output=True, text=True, check=True,
+    )
+    assert "Conv_Add_Relu" in result.stdout and "com.microsoft.nchwc.Conv" in result.stdout
+
+
+def test_not_onnx_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "notes.onnx"
+    bad.write_text("this is not a model")
+    assert main(["analyze", str(bad)]) == 2
+    assert "notes.onnx is not a valid ONNX file" in capsys.readouterr().err
+
+
+def test_model_ort_rejects_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    node = helper.make_node("NoSuchOp", ["x"], ["y"], domain="com.example")
+    graph = helper.make_graph(
+        [node], "g",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    model.ir_version = 10
+    path = tmp_path / "custom_op.onnx"
+    onnx.save(model, str(path))
+    assert main(["analyze", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "ONNX Runtime cannot load" in err and "custom_op.onnx" in err
+
+
+def test_cuda_without_gpu_is_a_clear_error(resnet18_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from hase_dagster.ort_runtime import cuda_is_usable
+
+    if cuda_is_usable():
+        pytest.skip("this machine has a usable GPU")
+    assert main(["analyze", str(resnet18_onnx), "--ep", "cuda"]) == 2
+    assert "CUDAExecutionProvider does not run on this machine" in capsys.readouterr().err
+
+
+def test_unknown_torchvision_model_and_zero_batch() -> None:
+    with pytest.raises(UnknownModelError, match="no classification model named 'resnet_nope'"):
+        build_torch_model(ZooModel(name="resnet_nope"))
+    with pytest.raises(HaseError, match="positive integer"):
+        variants(load_config().profiles["cpu"], 0)
+    with pytest.raises(SystemExit):
+        main(["materialize", "--batch-size", "0"])
+
+
+def test_variant_ids_are_distinct_per_size_and_batch() -> None:
+    profile = load_config().profiles["gpu"]
+    ids = [v.variant_id for v in variants(profile, 16)]
+    assert len(ids) == len(set(ids)) == 3 * 3 + 2
+    assert ModelVariant(ZooModel(name="resnet18"), 224, 16).variant_id == "resnet18_i224_b16"

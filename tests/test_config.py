@@ -1,0 +1,55 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hase_dagster.config import load_config, select_profile
+from hase_dagster.errors import ConfigError
+
+
+def _write(tmp_path: Path, document: dict) -> Path:
+    path = tmp_path / "edited.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def test_repository_config_has_cpu_and_gpu_profiles() -> None:
+    config = load_config()
+    assert config.profiles["cpu"].device == "cpu"
+    gpu = config.profiles["gpu"]
+    assert gpu.device == "cuda"
+    assert gpu.input_sizes == [224, 320, 512] and gpu.batch_sizes == [16, 64, 128]
+
+
+def test_auto_profile_is_cpu_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("HASE_PROFILE", raising=False)
+    monkeypatch.setattr("hase_dagster.ort_runtime.cuda_is_usable", lambda: False)
+    assert select_profile(load_config()).name == "cpu"
+
+
+def test_unknown_key_is_named(tmp_path: Path, test_config: Path) -> None:
+    document = yaml.safe_load(test_config.read_text())
+    document["profiles"]["tiny"]["batch_size"] = [1]  # typo of batch_sizes
+    with pytest.raises(ConfigError, match=r"unknown key 'profiles.tiny.batch_size'"):
+        load_config(_write(tmp_path, document))
+
+
+def test_bad_value_is_named(tmp_path: Path, test_config: Path) -> None:
+    document = yaml.safe_load(test_config.read_text())
+    document["profiles"]["tiny"]["batch_sizes"] = [0]
+    with pytest.raises(ConfigError, match=r"profiles.tiny.batch_sizes.0"):
+        load_config(_write(tmp_path, document))
+
+
+def test_bad_device_and_missing_profile(tmp_path: Path, test_config: Path) -> None:
+    document = yaml.safe_load(test_config.read_text())
+    document["profiles"]["tiny"]["device"] = "tpu"
+    with pytest.raises(ConfigError, match="device"):
+        load_config(_write(tmp_path, document))
+    with pytest.raises(ConfigError, match="unknown profile 'nope'"):
+        select_profile(load_config(test_config), "nope")
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "absent.yaml")
