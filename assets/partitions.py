@@ -14,3 +14,27 @@ def batch_size_of(context: dg.AssetExecutionContext) -> int:
     if not key.isdigit() or int(key) <= 0:
         raise HaseError(f"batch size partition must be a positive integer, got {key!r}")
     return int(key)
+
+
+def _stress_levels() -> list[str]:
+    from hase_dagster.config import load_config, stress_level_key
+
+    return [stress_level_key(level) for level in load_config().stress_levels]
+
+
+stress_level_partitions = dg.StaticPartitionsDefinition(_stress_levels())
+measurement_partitions = dg.MultiPartitionsDefinition(
+    {"stress_level": stress_level_partitions, "batch_size": batch_size_partitions}
+)
+
+
+def stress_and_batch_of(context: dg.AssetExecutionContext) -> tuple[float, int]:
+    """(stress level, batch size) of the running multi-partition, validated."""
+    key = context.partition_key
+    if not isinstance(key, dg.MultiPartitionKey):
+        raise HaseError(f"expected a stress_level|batch_size partition, got {key!r}")
+    dimensions = key.keys_by_dimension
+    batch = dimensions["batch_size"]
+    if not batch.isdigit() or int(batch) <= 0:
+        raise HaseError(f"batch size partition must be a positive integer, got {batch!r}")
+    return float(dimensions["stress_level"]), int(batch)

@@ -95,6 +95,59 @@ def cmd_add_batch_size(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_run_kernel(args: argparse.Namespace) -> int:
+    from hase_dagster.config import OrtOptions
+    from hase_dagster.runner import TimingConfig, time_model
+
+    warmup = 0 if args.no_warmup else args.warmup
+    config = TimingConfig(warmup=warmup, min_loops=args.loops, max_loops=args.loops, min_seconds=0, max_seconds=1e9)
+    options = OrtOptions(intra_op_num_threads=args.threads, cudnn_conv_algo_search=args.cudnn_algo_search)
+    timing = time_model(args.model, args.ep, config, options, level=args.optimization)
+    if args.json:
+        _print_json({"model": str(args.model), **timing.to_dict()})
+        return 0
+    print(
+        f"{args.model} on {timing.ep}: mean {timing.mean_ms:.4f} ms, median {timing.median_ms:.4f}, "
+        f"p90 {timing.p90_ms:.4f}, std {timing.std_ms:.4f}, min {timing.min_ms:.4f}, n {timing.n} "
+        f"(warmup {timing.warmup}); window {timing.start_ns}..{timing.end_ns} ns"
+    )
+    return 0
+
+
+def cmd_stress(args: argparse.Namespace) -> int:
+    from hase_dagster.stressor import Stressor
+
+    with Stressor(args.device, args.intensity):
+        print(f"stressing {args.device} at {args.intensity:.2f} for {args.duration:.0f} s (Ctrl-C stops)", flush=True)
+        try:
+            time.sleep(args.duration)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from hase_dagster.config import data_dir
+    from hase_dagster.paths import DataPaths
+    from hase_dagster.reports import benchmark_report, export_tables
+    from warehouse.store import Warehouse
+
+    store = Warehouse(DataPaths(data_dir()).database)
+    if args.export:
+        for path in export_tables(store, args.export):
+            print(f"wrote {path}")
+    print(benchmark_report(store))
+    return 0
+
+
+def cmd_cupti(args: argparse.Namespace) -> int:
+    from hase_dagster.cupti import device_time
+
+    rows = [device_time(path, runs=args.runs, level=args.optimization) for path in args.models]
+    _print_json({"comparisons": rows})
+    return 0
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -120,6 +173,36 @@ def build_parser() -> argparse.ArgumentParser:
     materialize.add_argument("--batch-size", type=_positive_int, action="append", help="only these batch sizes")
     materialize.add_argument("--json", action="store_true")
     materialize.set_defaults(handler=cmd_materialize)
+
+    run_kernel = commands.add_parser("run-kernel", help="time one ONNX model (a kernel or a whole model)")
+    run_kernel.add_argument("--model", type=Path, required=True)
+    run_kernel.add_argument("--ep", choices=["cpu", "cuda"], default="cpu")
+    warm = run_kernel.add_mutually_exclusive_group()
+    warm.add_argument("--warmup", type=int, default=10)
+    warm.add_argument("--no-warmup", action="store_true")
+    run_kernel.add_argument("--loops", type=_positive_int, default=100)
+    run_kernel.add_argument("--threads", type=_positive_int, default=1, help="ORT intra-op threads on the CPU")
+    run_kernel.add_argument("--cudnn-algo-search", choices=["EXHAUSTIVE", "HEURISTIC", "DEFAULT"], default="EXHAUSTIVE")
+    run_kernel.add_argument("--optimization", choices=["disable", "basic", "extended", "all"], default="disable",
+                            help="ORT graph optimization (kernels: disable, as extracted; whole models: all)")
+    run_kernel.add_argument("--json", action="store_true")
+    run_kernel.set_defaults(handler=cmd_run_kernel)
+
+    stress = commands.add_parser("stress", help="load the accelerator at an intensity in [0, 1]")
+    stress.add_argument("--intensity", type=float, required=True)
+    stress.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    stress.add_argument("--duration", type=float, default=60.0)
+    stress.set_defaults(handler=cmd_stress)
+
+    report = commands.add_parser("report", help="latency vs stress from the warehouse (markdown)")
+    report.add_argument("--export", type=Path, help="also write the tables as Parquet into this folder")
+    report.set_defaults(handler=cmd_report)
+
+    cupti = commands.add_parser("cupti", help="CUPTI device time vs runner wall time on the CUDA EP (needs torch)")
+    cupti.add_argument("models", type=Path, nargs="+")
+    cupti.add_argument("--runs", type=_positive_int, default=20)
+    cupti.add_argument("--optimization", choices=["disable", "all"], default="disable")
+    cupti.set_defaults(handler=cmd_cupti)
 
     add = commands.add_parser("add-batch-size", help="add batch-size partitions to the Dagster instance")
     add.add_argument("batch_size", type=_positive_int, nargs="+")

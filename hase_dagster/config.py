@@ -50,6 +50,47 @@ class OrtOptions(_Strict):
     cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "EXHAUSTIVE"
 
 
+class TimingOptions(_Strict):
+    """Warmup and loop bounds of one timing (see ``hase_dagster.runner.TimingConfig``)."""
+
+    warmup: Annotated[int, Field(ge=0)] = 10
+    min_loops: PositiveInt = 10
+    max_loops: PositiveInt = 200
+    min_seconds: Annotated[float, Field(ge=0)] = 0.05
+    max_seconds: Annotated[float, Field(gt=0)] = 0.5
+    target_rel_ci: Annotated[float, Field(gt=0, lt=1)] = 0.02
+
+    @model_validator(mode="after")
+    def _bounds(self) -> TimingOptions:
+        if self.max_loops < self.min_loops:
+            raise ValueError(f"max_loops {self.max_loops} is below min_loops {self.min_loops}")
+        return self
+
+
+class TelemetryOptions(_Strict):
+    """Which metrics to sample (DCGM field names, HOST_* on any machine) and how often."""
+
+    fields: list[str] = Field(
+        default=[
+            "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_SM_CLOCK",
+            "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY",
+            "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "HOST_CPU_UTIL", "HOST_LOAD_1M",
+        ]
+    )
+    interval_s: Annotated[float, Field(gt=0, le=10)] = 0.1
+    background_window_s: Annotated[float, Field(gt=0)] = 0.5
+    background_refresh_s: Annotated[float, Field(gt=0)] = 30.0
+
+    @model_validator(mode="after")
+    def _known_fields(self) -> TelemetryOptions:
+        from hase_dagster.telemetry import ALL_FIELDS
+
+        unknown = [f for f in self.fields if f not in ALL_FIELDS]
+        if unknown:
+            raise ValueError(f"unknown telemetry fields {unknown}")
+        return self
+
+
 class Profile(_Strict):
     """A named set of models, sizes and batch sizes to analyse on one device."""
 
@@ -61,6 +102,9 @@ class Profile(_Strict):
     batch_sizes: list[PositiveInt] = Field(min_length=1)
     opset: Annotated[int, Field(ge=13, le=20)] = 17
     ort: OrtOptions = OrtOptions()
+    kernel_timing: TimingOptions = TimingOptions()
+    model_timing: TimingOptions = TimingOptions(warmup=5, min_loops=10, max_seconds=3.0)
+    telemetry: TelemetryOptions = TelemetryOptions()
 
     @model_validator(mode="after")
     def _unique_model_names(self) -> Profile:
@@ -80,6 +124,8 @@ class HaseConfig(_Strict):
     """The whole config file."""
 
     default_profile: str = "auto"
+    # Static partitions of the benchmark assets: the fraction of time the stressor keeps the device busy.
+    stress_levels: list[Annotated[float, Field(ge=0, le=1)]] = Field(default=[0.0, 0.5, 1.0], min_length=1)
     profiles: dict[str, Profile] = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -89,6 +135,11 @@ class HaseConfig(_Strict):
                 f"default_profile {self.default_profile!r} is not one of {sorted(self.profiles)}"
             )
         return self
+
+
+def stress_level_key(level: float) -> str:
+    """Partition key of a stress level, e.g. ``0.50``."""
+    return f"{level:.2f}"
 
 
 def _format_validation_error(error: ValidationError) -> str:

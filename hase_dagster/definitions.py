@@ -3,8 +3,10 @@
 import dagster as dg
 
 from assets.analysis import analysis_assets
-from assets.partitions import batch_size_partitions
+from assets.measurement import measurement_assets
+from assets.partitions import batch_size_partitions, measurement_partitions
 from resources.hase import HaseResource
+from resources.stressor import StressorResource
 from sensors.partitions import batch_size_partitions_sensor
 
 analysis_job = dg.define_asset_job(
@@ -14,10 +16,26 @@ analysis_job = dg.define_asset_job(
     description="Export, optimize, catalog and extract the kernels of every zoo model at one batch size.",
 )
 
-analysis = dg.Definitions(
-    assets=analysis_assets,
-    jobs=[analysis_job],
-    sensors=[batch_size_partitions_sensor],
+benchmark_job = dg.define_asset_job(
+    "benchmark_job",
+    selection=dg.AssetSelection.assets(*measurement_assets),
+    partitions_def=measurement_partitions,
+    description="Time every kernel and every whole model at one stress level and batch size.",
 )
 
-defs = dg.Definitions.merge(analysis, dg.Definitions(resources={"hase": HaseResource()}))
+
+@dg.schedule(cron_schedule="0 2 * * *", job=benchmark_job, execution_timezone="UTC")
+def nightly_benchmarks(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
+    """Re-benchmark every (stress level, batch size) partition each night: loads and drivers drift."""
+    keys = measurement_partitions.get_partition_keys(dynamic_partitions_store=context.instance)
+    return [dg.RunRequest(run_key=f"{context.scheduled_execution_time:%Y%m%d}-{key}", partition_key=key) for key in keys]
+
+
+analysis = dg.Definitions(assets=analysis_assets, jobs=[analysis_job], sensors=[batch_size_partitions_sensor])
+measurement = dg.Definitions(assets=measurement_assets, jobs=[benchmark_job], schedules=[nightly_benchmarks])
+
+defs = dg.Definitions.merge(
+    analysis,
+    measurement,
+    dg.Definitions(resources={"hase": HaseResource(), "stressor": StressorResource()}),
+)

@@ -42,36 +42,53 @@ def add_batch_sizes(batch_sizes: list[int], instance: dg.DagsterInstance | None 
     return missing
 
 
+def _run(job: dg.JobDefinition, partition_key: str | dg.MultiPartitionKey, instance: dg.DagsterInstance,
+         resources: dict[str, Any], profile: str) -> dg.ExecuteInProcessResult:
+    return job.execute_in_process(
+        partition_key=partition_key,
+        instance=instance,
+        resources=resources,
+        raise_on_error=False,
+        tags={"hase/profile": profile},
+        run_config=QUIET,
+    )
+
+
 def materialize_all(
     profile_name: str | None = None,
     batch_sizes: list[int] | None = None,
     instance: dg.DagsterInstance | None = None,
+    stages: tuple[str, ...] = ("analysis", "benchmark"),
 ) -> dict[str, Any]:
-    """Materialize every asset for every partition of ``profile_name``; return what ran."""
+    """Materialize every asset for every partition of ``profile_name``, stage by stage; return what ran.
+
+    A stage runs for a batch size only when the stages before it succeeded for that batch size.
+    """
+    from hase_dagster.config import stress_level_key
     from hase_dagster.definitions import defs
     from resources.hase import HaseResource
+    from resources.stressor import StressorResource
 
-    profile = select_profile(load_config(), profile_name)
+    config = load_config()
+    profile = select_profile(config, profile_name)
     instance = instance or project_instance()
     batches = batch_sizes or profile.batch_sizes
     add_batch_sizes(batches, instance)
-    job = defs.resolve_job_def("analysis_job")
-    runs = []
+    resources = {"hase": HaseResource(profile_name=profile.name), "stressor": StressorResource()}
+    runs: list[dict[str, str]] = []
+
+    def record(stage: str, partition: str, result: dg.ExecuteInProcessResult) -> bool:
+        runs.append({"stage": stage, "partition": partition, "status": "SUCCESS" if result.success else "FAILURE",
+                     "run_id": result.run_id})
+        return result.success
+
     for batch in batches:
-        result = job.execute_in_process(
-            partition_key=str(batch),
-            instance=instance,
-            resources={"hase": HaseResource(profile_name=profile.name)},
-            raise_on_error=False,
-            tags={"hase/profile": profile.name},
-            run_config=QUIET,
-        )
-        runs.append(
-            {
-                "stage": "analysis",
-                "partition": str(batch),
-                "status": "SUCCESS" if result.success else "FAILURE",
-                "run_id": result.run_id,
-            }
-        )
+        if "analysis" in stages:
+            result = _run(defs.resolve_job_def("analysis_job"), str(batch), instance, resources, profile.name)
+            if not record("analysis", str(batch), result):
+                continue
+        if "benchmark" in stages:
+            for level in config.stress_levels:
+                key = dg.MultiPartitionKey({"stress_level": stress_level_key(level), "batch_size": str(batch)})
+                record("benchmark", str(key), _run(defs.resolve_job_def("benchmark_job"), key, instance, resources, profile.name))
     return {"profile": profile.name, "runs": runs}

@@ -16,7 +16,9 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-SCHEMA_SQL = resources.files("warehouse").joinpath("schema.sql").read_text()
+from warehouse.benchmark_schema import BENCHMARK_SCHEMA_SQL
+
+SCHEMA_SQL = resources.files("warehouse").joinpath("schema.sql").read_text() + BENCHMARK_SCHEMA_SQL
 
 
 class Warehouse:
@@ -53,7 +55,8 @@ class Warehouse:
             try:
                 connection.execute(f"DELETE FROM {table} WHERE {where}", list(partition.values()))
                 if len(rows):
-                    connection.register("incoming", rows)
+                    # Missing values are NULL, never NaN cast into an integer column.
+                    connection.register("incoming", rows.astype(object).where(rows.notna(), None))
                     columns = ", ".join(rows.columns)
                     connection.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM incoming")
                     connection.unregister("incoming")

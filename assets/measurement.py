@@ -1,0 +1,154 @@
+"""The measurement half: every kernel and every whole model timed at each stress level.
+
+Partitions: stress level (static, from ``hase.yaml``) x batch size (dynamic, shared with analysis).
+"""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import dagster as dg
+import pandas as pd
+
+from assets.analysis import POOL, kernel_onnx, onnx_models
+from assets.partitions import measurement_partitions, stress_and_batch_of
+from hase_dagster.benchmark import BenchmarkTarget, default_progress, run_benchmarks
+from hase_dagster.config import Profile
+from hase_dagster.ort_runtime import device_name
+from hase_dagster.telemetry import LOAD_FIELD, TelemetrySampler, metric_source
+from resources.hase import HaseResource
+from resources.stressor import StressorResource
+
+GROUP = "measurement"
+_BY_BATCH = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="batch_size")
+
+
+@contextmanager
+def _under_load(
+    profile: Profile, stress: StressorResource, level: float, log: Callable[[str], None]
+) -> Iterator[TelemetrySampler]:
+    """Telemetry on, stressor at ``level`` and steady; both stopped on the way out."""
+    device = profile.device
+    source = metric_source(device, profile.telemetry.fields)
+    with TelemetrySampler(source, profile.telemetry.interval_s) as sampler:
+        read_load = lambda: sampler.sample_now().values.get(LOAD_FIELD[device], 0.0)  # noqa: E731
+        with stress.running(device, level, read_load) as stressor:
+            steady = "n/a" if stressor.steady_load is None else f"{stressor.steady_load:.0f}%"
+            log(f"stressor at {level:.2f} on {device} (pid {stressor.pid}); steady load {steady}")
+            yield sampler
+
+
+def _summary(frame: pd.DataFrame, key: str) -> dict[str, dg.MetadataValue | int | float | str]:
+    ok = frame[frame["status"] == "ok"]
+    slowest = ok.nlargest(5, "mean_ms")[[key, "mean_ms", "p90_ms", "n"]] if len(ok) else ok
+    failed = frame[frame["status"] != "ok"][[key, "error"]]
+    return {
+        "rows": len(frame),
+        "failed": len(failed),
+        "median_latency_ms": float(ok["median_ms"].median()) if len(ok) else float("nan"),
+        "slowest": dg.MetadataValue.md(slowest.to_markdown(index=False) if len(slowest) else "_none_"),
+        "failures": dg.MetadataValue.md(failed.to_markdown(index=False) if len(failed) else "_none_"),
+    }
+
+
+def _with_partition(rows: list[dict], level: float, batch: int, profile: Profile, run_id: str) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    return frame.assign(
+        stress_level=level,
+        batch_size=batch,
+        device=device_name(profile.device),
+        ep=profile.execution_provider,
+        run_id=run_id,
+    )
+
+
+@dg.asset(
+    deps=[dg.AssetDep(kernel_onnx, partition_mapping=_BY_BATCH)],
+    partitions_def=measurement_partitions,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"onnx", "duckdb"},
+    check_specs=[dg.AssetCheckSpec("every_kernel_measured", asset="kernel_benchmarks")],
+    description="Every distinct kernel of the batch size timed alone under the partition's stress level.",
+)
+def kernel_benchmarks(
+    context: dg.AssetExecutionContext, hase: HaseResource, stressor: StressorResource
+) -> dg.MaterializeResult:
+    level, batch = stress_and_batch_of(context)
+    profile = hase.profile()
+    ep = profile.execution_provider
+    store = hase.warehouse()
+    kernels = store.query(
+        """SELECT m.instance_id, m.family, m.path, any_value(k.inputs_json) AS inputs_json,
+                  any_value(k.outputs_json) AS outputs_json, any_value(k.attributes_json) AS attributes_json,
+                  any_value(k.flops) AS flops, any_value(k.input_bytes) AS input_bytes,
+                  any_value(k.output_bytes) AS output_bytes, any_value(k.weight_bytes) AS weight_bytes,
+                  any_value(k.op_type) AS op_type, any_value(k.domain) AS domain
+           FROM kernel_models m JOIN kernels k USING (instance_id, ep, batch_size)
+           WHERE m.batch_size = ? AND m.ep = ? GROUP BY ALL ORDER BY m.family, m.instance_id""",
+        [batch, ep],
+    )
+    if kernels.empty:
+        raise dg.Failure(f"no kernel models for batch size {batch} on {ep}: materialize kernel_onnx first")
+    targets = [
+        BenchmarkTarget(row.path, {k: v for k, v in row._asdict().items() if k not in ("path", "Index")})
+        for row in kernels.itertuples()
+    ]
+    with _under_load(profile, stressor, level, context.log.info) as sampler:
+        rows = run_benchmarks(
+            targets, ep, sampler, profile.kernel_timing, profile.telemetry, profile.ort,
+            level="disable", progress=default_progress(context.log.info),
+        )
+    frame = _with_partition(rows, level, batch, profile, context.run_id)
+    store.replace_partition("kernel_benchmarks", {"stress_level": level, "batch_size": batch, "ep": ep}, frame)
+    failed = frame.loc[frame["status"] != "ok", "error"].tolist()
+    return dg.MaterializeResult(
+        metadata=_summary(frame, "family"),
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="every_kernel_measured", passed=not failed, metadata={"errors": dg.MetadataValue.json(failed)}
+            )
+        ],
+    )
+
+
+@dg.asset(
+    deps=[dg.AssetDep(onnx_models, partition_mapping=_BY_BATCH)],
+    partitions_def=measurement_partitions,
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"onnx", "duckdb"},
+    description="Whole-model latency of every model variant under the stress level: the ground truth.",
+)
+def model_benchmarks(
+    context: dg.AssetExecutionContext, hase: HaseResource, stressor: StressorResource
+) -> dg.MaterializeResult:
+    level, batch = stress_and_batch_of(context)
+    profile = hase.profile()
+    ep = profile.execution_provider
+    store = hase.warehouse()
+    models = store.query(
+        "SELECT variant_id, model_name, input_size, path FROM model_files WHERE batch_size = ? ORDER BY variant_id",
+        [batch],
+    )
+    if models.empty:
+        raise dg.Failure(f"no ONNX models for batch size {batch}: materialize onnx_models first")
+    targets = [
+        BenchmarkTarget(row.path, {"variant_id": row.variant_id, "model_name": row.model_name, "input_size": row.input_size})
+        for row in models.itertuples()
+    ]
+    # A user runs the model as exported, so ORT optimizes it (ORT_ENABLE_ALL) as it would for them.
+    with _under_load(profile, stressor, level, context.log.info) as sampler:
+        rows = run_benchmarks(
+            targets, ep, sampler, profile.model_timing, profile.telemetry, profile.ort,
+            level="all", progress=default_progress(context.log.info, every=1),
+        )
+    frame = _with_partition(rows, level, batch, profile, context.run_id)
+    store.replace_partition("model_benchmarks", {"stress_level": level, "batch_size": batch, "ep": ep}, frame)
+    metadata = _summary(frame, "variant_id")
+    metadata["latency"] = dg.MetadataValue.md(
+        frame[["variant_id", "mean_ms", "median_ms", "p90_ms", "n"]].to_markdown(index=False)
+    )
+    return dg.MaterializeResult(metadata=metadata)
+
+
+measurement_assets = [kernel_benchmarks, model_benchmarks]

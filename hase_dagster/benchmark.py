@@ -1,0 +1,118 @@
+"""The collector: time a list of models (kernels or whole models) under the current load, with the
+accelerator metrics over each timed window and the background load measured without our work.
+
+The background is sampled in an idle window (nothing of ours running) at the start and again every
+``background_refresh_s``; it is what Prometheus will show at prediction time.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hase_dagster.config import OrtOptions, TelemetryOptions, TimingOptions
+from hase_dagster.ort_runtime import EpName, OptimizationLevel
+from hase_dagster.runner import ModelRunner, TimingConfig
+from hase_dagster.telemetry import ALL_FIELDS, TelemetrySampler
+
+Progress = Callable[[int, int, float], None]
+
+
+@dataclass(frozen=True)
+class BenchmarkTarget:
+    """One model file to time, with the columns that identify it in the result rows."""
+
+    path: Path
+    labels: dict[str, Any] = field(default_factory=dict)
+
+
+def timing_config(options: TimingOptions) -> TimingConfig:
+    return TimingConfig(**options.model_dump())
+
+
+def metric_columns(prefix: str, values: dict[str, float]) -> dict[str, float | None]:
+    """One column per known field (``win_``/``bg_`` prefix); None where the machine has no such metric."""
+    return {f"{prefix}{name}": values.get(name) for name in ALL_FIELDS}
+
+
+def run_benchmarks(
+    targets: Iterable[BenchmarkTarget],
+    ep: EpName,
+    sampler: TelemetrySampler,
+    timing: TimingOptions,
+    telemetry: TelemetryOptions,
+    options: OrtOptions | None = None,
+    level: OptimizationLevel = "disable",
+    progress: Progress | None = None,
+) -> list[dict[str, Any]]:
+    """Time every target; a target that fails gets a row with its error and no latency."""
+    targets = list(targets)
+    config = timing_config(timing)
+    with _pinned_to_one_core(ep == "cpu"):
+        return _run_all(targets, ep, sampler, config, telemetry, options, level, progress)
+
+
+@contextmanager
+def _pinned_to_one_core(enabled: bool) -> Iterator[None]:
+    """On the CPU EP, run the measured work on one core, which the stressor also loads; the
+    scheduler would otherwise move it to whichever core is free and hide the contention."""
+    if not enabled or not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def _run_all(
+    targets: list[BenchmarkTarget],
+    ep: EpName,
+    sampler: TelemetrySampler,
+    config: TimingConfig,
+    telemetry: TelemetryOptions,
+    options: OrtOptions | None,
+    level: OptimizationLevel,
+    progress: Progress | None,
+) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    started = time.monotonic()
+    background = sampler.measure_idle_window(telemetry.background_window_s)
+    background_at = time.monotonic()
+    for done, target in enumerate(targets, start=1):
+        if time.monotonic() - background_at > telemetry.background_refresh_s:
+            background = sampler.measure_idle_window(telemetry.background_window_s)
+            background_at = time.monotonic()
+        row: dict[str, Any] = {**target.labels, "path": str(target.path)}
+        try:
+            timing_result = ModelRunner(target.path, ep, options, level=level).time(config)
+        except Exception as exc:  # one broken file must not lose the partition's other rows
+            row.update(status="error", error=f"{target.path.name}: {exc}")
+            row.update(metric_columns("win_", {}) | metric_columns("bg_", background))
+        else:
+            window = sampler.window_mean(timing_result.start_ns, timing_result.end_ns)
+            row.update(timing_result.to_dict(), status="ok", error=None)
+            row.update(metric_columns("win_", window) | metric_columns("bg_", background))
+        rows.append(row)
+        if progress is not None:
+            progress(done, len(targets), time.monotonic() - started)
+    return rows
+
+
+def default_progress(log: Callable[[str], None], every: int = 25) -> Progress:
+    """Log done/total, elapsed and an estimate of the time left every ``every`` targets."""
+
+    def report(done: int, total: int, elapsed: float) -> None:
+        if done % every and done != total:
+            return
+        remaining = elapsed / done * (total - done)
+        log(f"{done}/{total} done, {elapsed:.0f} s elapsed, about {remaining:.0f} s left")
+
+    return report

@@ -1,0 +1,50 @@
+"""GPU device time of ORT's CUDA kernels through CUPTI (``torch.profiler``), next to the runner's
+wall time, to know the runner's overhead per kernel size.
+
+``torch.profiler`` sees every CUDA kernel of the process, ORT's included, because both use the
+CUDA runtime's primary context.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from hase_dagster.runner import ModelRunner, TimingConfig
+
+DEVICE_EVENT_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def device_time(path: str | os.PathLike[str], runs: int = 20, level: str = "disable") -> dict[str, Any]:
+    """Runner wall time and CUPTI device time (both ms per run) of one model on the CUDA EP."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    runner = ModelRunner(path, "cuda", level=level)  # type: ignore[arg-type]
+    wall = runner.time(TimingConfig(warmup=10, min_loops=runs, max_loops=runs, max_seconds=30))
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(runs):
+            runner._run()
+        torch.cuda.synchronize()
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(trace))
+        events = json.loads(trace.read_text()).get("traceEvents", [])
+    device = [e for e in events if e.get("cat") in DEVICE_EVENT_CATEGORIES and "dur" in e]
+    kernels = [e for e in device if e["cat"] == "kernel"]
+    device_ms = sum(e["dur"] for e in device) / 1e3 / runs
+    names: dict[str, int] = {}
+    for event in kernels:
+        names[event["name"][:60]] = names.get(event["name"][:60], 0) + 1
+    return {
+        "path": str(path),
+        "runner_mean_ms": wall.mean_ms,
+        "runner_median_ms": wall.median_ms,
+        "device_ms": device_ms,
+        "overhead_ms": wall.median_ms - device_ms,
+        "gpu_kernels_per_run": len(kernels) / runs,
+        "top_gpu_kernels": dict(sorted(names.items(), key=lambda kv: -kv[1])[:5]),
+    }

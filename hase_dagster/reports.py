@@ -1,0 +1,59 @@
+"""Markdown summaries of what the warehouse holds (committed next to the commands that made them)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from warehouse.store import Warehouse
+
+EXPORT_TABLES = ("model_files", "kernels", "kernel_models", "kernel_benchmarks", "model_benchmarks")
+
+
+def export_tables(store: Warehouse, out_dir: str | os.PathLike[str], tables: tuple[str, ...] = EXPORT_TABLES) -> list[Path]:
+    """Write each table as Parquet (exact types) into ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for table in tables:
+        path = out / f"{table}.parquet"
+        store.query(f"SELECT * FROM {table}").to_parquet(path, index=False)
+        written.append(path)
+    return written
+
+
+def _md(frame: pd.DataFrame, digits: int = 3) -> str:
+    return frame.round(digits).to_markdown(index=False) if len(frame) else "_no rows_"
+
+
+def benchmark_report(store: Warehouse) -> str:
+    """Latency vs stress level: whole models (mean, median, p90) and kernels, with the load measured."""
+    load = "coalesce(avg(bg_DCGM_FI_DEV_GPU_UTIL), avg(bg_HOST_CPU_UTIL))"
+    models = store.query(
+        f"""SELECT ep, device, variant_id, stress_level, round(mean_ms, 3) AS mean_ms, round(median_ms, 3) AS median_ms,
+                   round(p90_ms, 3) AS p90_ms, n, round(coalesce(bg_DCGM_FI_DEV_GPU_UTIL, bg_HOST_CPU_UTIL), 1) AS background_util
+            FROM model_benchmarks WHERE status = 'ok' ORDER BY ep, variant_id, stress_level"""
+    )
+    kernels = store.query(
+        f"""SELECT ep, batch_size, stress_level, count(*) AS kernels, sum(status <> 'ok')::INT AS failed,
+                   median(median_ms) AS median_kernel_ms, sum(mean_ms) AS sum_of_means_ms, sum(p90_ms) AS sum_of_p90_ms,
+                   {load} AS background_util
+            FROM kernel_benchmarks GROUP BY ALL ORDER BY ep, batch_size, stress_level"""
+    )
+    ratio = store.query(
+        """WITH idle AS (SELECT instance_id, ep, batch_size, median_ms AS idle_ms, p90_ms AS idle_p90
+                         FROM kernel_benchmarks WHERE stress_level = 0 AND status = 'ok')
+           SELECT k.ep, k.stress_level, median(k.median_ms / idle_ms) AS median_slowdown,
+                  median(k.p90_ms / idle_p90) AS p90_slowdown, count(*) AS kernels
+           FROM kernel_benchmarks k JOIN idle USING (instance_id, ep, batch_size)
+           WHERE k.status = 'ok' GROUP BY ALL ORDER BY 1, 2"""
+    )
+    return "\n\n".join(
+        [
+            "## Whole models\n\n" + _md(models),
+            "## Kernels per partition\n\n" + _md(kernels),
+            "## Kernel slowdown vs the idle partition (same instance)\n\n" + _md(ratio),
+        ]
+    )

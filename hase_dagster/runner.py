@@ -1,0 +1,160 @@
+"""Time one ONNX model (a kernel or a whole model) in ORT: warmup, a timed loop, honest statistics.
+
+On CUDA every input and output is bound on the device (IO binding), so no host<->device copy is
+timed. The loop stops early once the mean is known to ``target_rel_ci`` (95% confidence half-width
+over mean), and never before ``min_loops`` runs or ``min_seconds`` of timed work.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from hase_dagster.config import OrtOptions
+from hase_dagster.errors import ModelLoadError
+from hase_dagster.kernel_models import load_inputs
+from hase_dagster.ort_runtime import EpName, OptimizationLevel, make_session, random_inputs
+
+
+@dataclass(frozen=True)
+class TimingConfig:
+    """How long to time: warmup runs (0 = off), loop bounds, and the precision to stop at.
+
+    The loop runs at least ``min_loops`` times and ``min_seconds``; it stops at ``max_loops``, at
+    ``max_seconds``, or as soon as the mean's 95% CI half-width is within ``target_rel_ci``.
+    """
+
+    warmup: int = 10
+    min_loops: int = 10
+    max_loops: int = 200
+    min_seconds: float = 0.05
+    max_seconds: float = 3.0
+    target_rel_ci: float = 0.02
+
+    def __post_init__(self) -> None:
+        if self.warmup < 0 or self.min_loops < 1 or self.max_loops < self.min_loops:
+            raise ValueError(f"invalid timing config {self}: need warmup >= 0 and 1 <= min_loops <= max_loops")
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Latency statistics of one model in ms, the timed window, and how it ran."""
+
+    mean_ms: float
+    median_ms: float
+    p90_ms: float
+    std_ms: float
+    min_ms: float
+    n: int
+    start_ns: int
+    end_ns: int
+    ep: str
+    warmup: int
+    intra_op_num_threads: int
+    cudnn_conv_algo_search: str | None
+    rel_ci: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(samples_ms: list[float]) -> dict[str, float]:
+    """Mean, median, p90, std, min of latency samples, and the 95% CI half-width over the mean."""
+    values = np.asarray(samples_ms, dtype=np.float64)
+    mean = float(values.mean())
+    std = float(values.std(ddof=1)) if len(values) > 1 else 0.0
+    half_width = 1.96 * std / math.sqrt(len(values)) if len(values) > 1 else math.inf
+    return {
+        "mean_ms": mean,
+        "median_ms": float(np.median(values)),
+        "p90_ms": float(np.percentile(values, 90)),
+        "std_ms": std,
+        "min_ms": float(values.min()),
+        "rel_ci": half_width / mean if mean > 0 else math.inf,
+    }
+
+
+class ModelRunner:
+    """A loaded model ready to time repeatedly (the session is built once)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        ep: EpName,
+        options: OrtOptions | None = None,
+        level: OptimizationLevel = "disable",
+        feeds: dict[str, np.ndarray] | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self.ep = ep
+        self.options = options or OrtOptions()
+        self.session = make_session(self.path, ep, self.options, level=level)
+        feeds = feeds if feeds is not None else load_inputs(self.path)
+        self.feeds = feeds if feeds is not None else random_inputs(self.session)
+        self._run = self._bind_on_device() if ep == "cuda" else self._run_on_host
+
+    def _run_on_host(self) -> None:
+        self.session.run(None, self.feeds)
+
+    def _bind_on_device(self):  # -> Callable[[], None]
+        binding = self.session.io_binding()
+        for name, value in self.feeds.items():
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0))
+        for output in self.session.get_outputs():
+            binding.bind_output(output.name, "cuda", 0)
+
+        def run() -> None:
+            # run_with_iobinding synchronizes the CUDA stream before it returns.
+            self.session.run_with_iobinding(binding)
+
+        return run
+
+    def time(self, config: TimingConfig = TimingConfig()) -> Timing:
+        """Warm up, then time single runs until the mean is precise enough or the cap is hit."""
+        try:
+            for _ in range(config.warmup):
+                self._run()
+            samples: list[float] = []
+            start_ns = time.time_ns()
+            timed = 0.0
+            while len(samples) < config.max_loops:
+                t0 = time.perf_counter_ns()
+                self._run()
+                elapsed = (time.perf_counter_ns() - t0) / 1e6
+                samples.append(elapsed)
+                timed += elapsed / 1e3
+                if len(samples) >= config.min_loops and timed >= config.min_seconds:
+                    if timed >= config.max_seconds or summarize(samples)["rel_ci"] <= config.target_rel_ci:
+                        break
+            end_ns = time.time_ns()
+        except Exception as exc:
+            raise ModelLoadError(f"{self.path.name} failed while running on {self.ep}: {exc}") from exc
+        stats = summarize(samples)
+        return Timing(
+            **stats,
+            n=len(samples),
+            start_ns=start_ns,
+            end_ns=end_ns,
+            ep=self.session.get_providers()[0].removesuffix("ExecutionProvider").lower(),
+            warmup=config.warmup,
+            intra_op_num_threads=self.options.intra_op_num_threads,
+            cudnn_conv_algo_search=self.options.cudnn_conv_algo_search if self.ep == "cuda" else None,
+        )
+
+
+def time_model(
+    path: str | os.PathLike[str],
+    ep: EpName,
+    config: TimingConfig = TimingConfig(),
+    options: OrtOptions | None = None,
+    level: OptimizationLevel = "disable",
+) -> Timing:
+    """Load ``path`` and time it (see :class:`ModelRunner`)."""
+    return ModelRunner(path, ep, options, level=level).time(config)

@@ -1,0 +1,206 @@
+"""Background load on the accelerator at an intensity in [0, 1], in a separate process group.
+
+Intensity is the fraction of each period the device is kept busy: on a GPU by matrix products
+(4096 x 4096, fp16), on a CPU by one busy worker process per core. The stressor process and its
+workers ask the kernel to end them when their parent dies (PR_SET_PDEATHSIG), and :class:`Stressor`
+ends the whole process group on exit, so no stressor outlives the run that started it.
+
+Run directly: ``python -m hase_dagster.stressor --device cpu --intensity 0.5 --duration 10``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from hase_dagster.errors import HaseError
+
+PERIOD_S = 0.02
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Have the kernel send SIGTERM to this process when its parent exits (Linux)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:  # not Linux: the process group kill in Stressor.stop still applies
+        pass
+
+
+def _duty_cycle(intensity: float, busy: Callable[[float], None], until: float) -> None:
+    """Alternate ``busy(seconds)`` and sleep so that ``intensity`` of each period is busy."""
+    while time.monotonic() < until:
+        busy(intensity * PERIOD_S)
+        idle = (1.0 - intensity) * PERIOD_S
+        if idle > 0:
+            time.sleep(idle)
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    x = 0
+    while time.perf_counter() < end:
+        x += 1
+
+
+def _cpu_worker(core: int, intensity: float, until: float) -> None:
+    die_with_parent()
+    os.sched_setaffinity(0, {core})
+    _duty_cycle(intensity, _spin, until)
+
+
+def stress_cpu(intensity: float, duration: float, ready: Callable[[], None]) -> None:
+    """One busy worker process pinned to each core, each busy ``intensity`` of the time.
+
+    Pinning makes the load land on every core, including the one the measured work runs on,
+    instead of the scheduler parking all workers beside it.
+    """
+    until = time.monotonic() + duration
+    context = multiprocessing.get_context("fork")
+    cores = sorted(os.sched_getaffinity(0))
+    workers = [context.Process(target=_cpu_worker, args=(core, intensity, until), daemon=True) for core in cores]
+    for worker in workers:
+        worker.start()
+    ready()
+    for worker in workers:
+        worker.join()
+
+
+def stress_gpu(intensity: float, duration: float, ready: Callable[[], None], size: int = 4096) -> None:
+    """Matrix products on GPU 0, busy ``intensity`` of each period."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise HaseError("the GPU stressor needs a CUDA GPU, and torch sees none")
+    a = torch.randn(size, size, device="cuda", dtype=torch.float16)
+    b = torch.randn(size, size, device="cuda", dtype=torch.float16)
+    torch.cuda.synchronize()
+
+    def busy(seconds: float) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            for _ in range(4):
+                torch.mm(a, b)
+            torch.cuda.synchronize()
+
+    busy(0.05)
+    ready()
+    _duty_cycle(intensity, busy, time.monotonic() + duration)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Load the accelerator at an intensity in [0, 1].")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--intensity", type=float, required=True)
+    parser.add_argument("--duration", type=float, default=3600.0)
+    args = parser.parse_args(argv)
+    if not 0.0 <= args.intensity <= 1.0:
+        parser.error(f"--intensity must be in [0, 1], got {args.intensity}")
+    die_with_parent()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+    def ready() -> None:
+        print("ready", flush=True)
+
+    if args.intensity == 0.0:
+        ready()
+        time.sleep(args.duration)
+    elif args.device == "cuda":
+        stress_gpu(args.intensity, args.duration, ready)
+    else:
+        stress_cpu(args.intensity, args.duration, ready)
+    return 0
+
+
+class Stressor:
+    """Start the stressor at ``intensity`` on entry, end its whole process group on exit.
+
+    ``wait_until_steady`` (given a function that reads the device load in %) blocks until two
+    consecutive readings ``interval_s`` apart differ by less than ``tolerance`` points.
+    """
+
+    def __init__(self, device: str, intensity: float, startup_timeout_s: float = 60.0) -> None:
+        if not 0.0 <= intensity <= 1.0:
+            raise HaseError(f"stress intensity must be in [0, 1], got {intensity}")
+        self.device = device
+        self.intensity = intensity
+        self.startup_timeout_s = startup_timeout_s
+        self.process: subprocess.Popen[str] | None = None
+        self.steady_load: float | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def start(self) -> None:
+        if self.process is not None:
+            raise HaseError("stressor already started")
+        command = [sys.executable, "-m", "hase_dagster.stressor", "--device", self.device, "--intensity", str(self.intensity)]
+        self.process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True, preexec_fn=die_with_parent,
+        )
+        line = self._readline(self.startup_timeout_s)
+        if line.strip() != "ready":
+            error = self.process.stderr.read() if self.process.poll() is not None and self.process.stderr else ""
+            self.stop()
+            raise HaseError(f"stressor on {self.device} did not start: {error.strip() or line.strip() or 'timeout'}")
+
+    def _readline(self, timeout_s: float) -> str:
+        import selectors
+
+        assert self.process is not None and self.process.stdout is not None
+        with selectors.DefaultSelector() as selector:
+            selector.register(self.process.stdout, selectors.EVENT_READ)
+            if not selector.select(timeout_s):
+                return ""
+        return self.process.stdout.readline()
+
+    def wait_until_steady(
+        self, read_load: Callable[[], float], interval_s: float = 0.5, tolerance: float = 10.0, timeout_s: float = 15.0
+    ) -> float:
+        """Block until the load reading settles; return the last reading."""
+        deadline = time.monotonic() + timeout_s
+        previous = read_load()
+        while True:
+            time.sleep(interval_s)
+            current = read_load()
+            if abs(current - previous) < tolerance or time.monotonic() > deadline:
+                return current
+            previous = current
+
+    def stop(self) -> None:
+        """End the stressor's whole process group: SIGTERM, then SIGKILL after 5 s."""
+        if self.process is None:
+            return
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=5)
+        except ProcessLookupError:
+            pass
+        finally:
+            for stream in (self.process.stdout, self.process.stderr):
+                if stream:
+                    stream.close()
+            self.process = None
+
+    def __enter__(self) -> Stressor:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""DDL of the benchmark tables: fixed columns plus one nullable column per telemetry field,
+over the timed window (``win_``) and the background just before (``bg_``)."""
+
+from hase_dagster.telemetry import ALL_FIELDS
+
+_TIMING = """
+    status VARCHAR NOT NULL, error VARCHAR, path VARCHAR NOT NULL,
+    mean_ms DOUBLE, median_ms DOUBLE, p90_ms DOUBLE, std_ms DOUBLE, min_ms DOUBLE, rel_ci DOUBLE,
+    n INTEGER, start_ns BIGINT, end_ns BIGINT, warmup INTEGER, intra_op_num_threads INTEGER,
+    cudnn_conv_algo_search VARCHAR,
+    stress_level DOUBLE NOT NULL, batch_size INTEGER NOT NULL, device VARCHAR NOT NULL,
+    ep VARCHAR NOT NULL, run_id VARCHAR"""
+
+_METRICS = ",\n    ".join(f"{prefix}{name} DOUBLE" for prefix in ("win_", "bg_") for name in ALL_FIELDS)
+
+BENCHMARK_SCHEMA_SQL = f"""
+CREATE TABLE IF NOT EXISTS kernel_benchmarks (
+    instance_id VARCHAR NOT NULL, family VARCHAR NOT NULL, op_type VARCHAR, domain VARCHAR,
+    inputs_json VARCHAR, outputs_json VARCHAR, attributes_json VARCHAR,
+    flops BIGINT, input_bytes BIGINT, output_bytes BIGINT, weight_bytes BIGINT,{_TIMING},
+    {_METRICS}
+);
+
+CREATE TABLE IF NOT EXISTS model_benchmarks (
+    variant_id VARCHAR NOT NULL, model_name VARCHAR NOT NULL, input_size INTEGER NOT NULL,{_TIMING},
+    {_METRICS}
+);
+"""
