@@ -168,6 +168,11 @@ def catalog_document(variant_id: str, ep: str, kernels: list[Kernel], fusion: Fu
         "families": dict(sorted(counts.items())),
         "total_flops": sum(k.flops for k in kernels),
         "unmapped_original_ops": [op.name for op in fusion.unmapped],
+        "mapping": {
+            "matched_tensors": fusion.matched_tensors,
+            "fingerprinted_tensors": fusion.fingerprinted_tensors,
+            "perturbed_twin": fusion.perturbed_twin,
+        },
         "folded_original_ops": len(fusion.folded),
         "kernels": [k.to_dict() for k in kernels],
     }

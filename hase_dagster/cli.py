@@ -76,7 +76,10 @@ def cmd_materialize(args: argparse.Namespace) -> int:
     from hase_dagster.pipeline import materialize_all
 
     started = time.monotonic()
-    summary = materialize_all(profile_name=args.profile, batch_sizes=args.batch_size)
+    stages = tuple(args.stage) if args.stage else ("analysis", "benchmark")
+    summary = materialize_all(
+        profile_name=args.profile, batch_sizes=args.batch_size, stages=stages, stress_levels=args.stress_level
+    )
     summary["seconds"] = round(time.monotonic() - started, 1)
     if args.json:
         _print_json(summary)
@@ -171,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     materialize = commands.add_parser("materialize", help="materialize the whole asset graph in the Dagster instance")
     materialize.add_argument("--profile", default=None, help="profile name (default: HASE_PROFILE or the config's)")
     materialize.add_argument("--batch-size", type=_positive_int, action="append", help="only these batch sizes")
+    materialize.add_argument("--stage", choices=["analysis", "benchmark"], action="append",
+                             help="only these stages (default: all, in order)")
+    materialize.add_argument("--stress-level", type=float, action="append", help="only these stress levels")
     materialize.add_argument("--json", action="store_true")
     materialize.set_defaults(handler=cmd_materialize)
 

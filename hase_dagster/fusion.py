@@ -54,6 +54,10 @@ class FusionMap:
     absorbed: dict[str, list[OriginalOp]]
     folded: list[OriginalOp] = field(default_factory=list)
     unmapped: list[OriginalOp] = field(default_factory=list)
+    # How many optimized float tensors found an original with the same values (a health measure).
+    matched_tensors: int = 0
+    fingerprinted_tensors: int = 0
+    perturbed_twin: bool = False
 
     def family(self, node: OptimizedNode) -> str:
         """Canonical family name: the absorbed original op types in order, or the node's own op
@@ -128,7 +132,7 @@ def run_fingerprints(
         for name in chunk:
             if name not in existing_outputs:
                 probe.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
-        session = make_session(probe.SerializeToString(), ep, options, level="disable")
+        session = make_session(probe.SerializeToString(), ep, options, level="disable", exact=True)
         names = [o.name for o in session.get_outputs()]
         results = session.run(names, random_inputs(session, feeds_seed))
         for name, value in zip(names, results):
@@ -250,9 +254,26 @@ def perturb_degenerate_initializers(model: onnx.ModelProto, seed: int = 0) -> bo
     return changed
 
 
-def _same_structure(a: onnx.ModelProto, b: onnx.ModelProto) -> bool:
-    key = lambda m: [(n.op_type, n.domain, list(n.input), list(n.output)) for n in m.graph.node]  # noqa: E731
-    return key(a) == key(b)
+def _adopt_names(twin: onnx.ModelProto, real: onnx.ModelProto) -> bool:
+    """Give ``twin``'s nodes and tensors the names of ``real``'s, position by position, when both
+    have the same ops in the same order (ORT may number generated names differently); else False."""
+    ops = lambda m: [(n.op_type, n.domain, len(n.input), len(n.output)) for n in m.graph.node]  # noqa: E731
+    if ops(twin) != ops(real):
+        return False
+    renames: dict[str, str] = {}
+    for twin_node, real_node in zip(twin.graph.node, real.graph.node):
+        for old, new in zip(list(twin_node.input) + list(twin_node.output), list(real_node.input) + list(real_node.output)):
+            if renames.setdefault(old, new) != new:
+                return False
+    for twin_node, real_node in zip(twin.graph.node, real.graph.node):
+        twin_node.name = real_node.name
+        twin_node.input[:] = [renames.get(n, n) for n in twin_node.input]
+        twin_node.output[:] = [renames.get(n, n) for n in twin_node.output]
+    for init in twin.graph.initializer:
+        init.name = renames.get(init.name, init.name)
+    for value in list(twin.graph.input) + list(twin.graph.output):
+        value.name = renames.get(value.name, value.name)
+    return True
 
 
 def _fingerprint_twin(
@@ -269,8 +290,7 @@ def _fingerprint_twin(
         twin_optimized_path = Path(tmp) / "twin.onnx"
         make_session(twin.SerializeToString(), optimized.ep, options, level="all", optimized_model_path=twin_optimized_path)
         twin_optimized = onnx.load(str(twin_optimized_path))
-    name_all_nodes(twin_optimized)
-    if _same_structure(twin_optimized, optimized_model):
+    if _adopt_names(twin_optimized, optimized_model):
         return twin, twin_optimized
     return model, optimized_model
 
@@ -283,7 +303,9 @@ def map_fusions(
     """Map every node of ``optimized`` to the original ops of ``source_model`` it absorbed."""
     model = onnx.load(str(source_model))
     name_all_nodes(model)
-    model, optimized_model = _fingerprint_twin(model, optimized, options)
+    twin_model, optimized_model = _fingerprint_twin(model, optimized, options)
+    perturbed = twin_model is not model
+    model = twin_model
     original = _OriginalGraph(model)
     original_shapes = _float_tensor_shapes(model)
     graph_inputs = {i.name for i in model.graph.input}
@@ -323,6 +345,9 @@ def map_fusions(
         absorbed=absorbed,
         folded=[original.op(i) for i in sorted(original.folded)],
         unmapped=unmapped,
+        matched_tensors=len(matches),
+        fingerprinted_tensors=len(optimized_fp),
+        perturbed_twin=perturbed,
     )
 
 
@@ -332,7 +357,9 @@ def _region(node: OptimizedNode, matches: dict[str, str], original: _OriginalGra
     inputs = {matches[t.name] for t in node.inputs if t.name in matches and t.name not in weights}
     outputs = {matches[t.name] for t in node.outputs if t.name in matches}
     output_producers = {original.producer[t] for t in outputs if t in original.producer}
-    if not output_producers:
+    activations = [t for t in node.inputs if t.name not in weights]
+    if not output_producers or (activations and not inputs):
+        # Without both ends matched the region is unknown: claim nothing rather than guess.
         return set()
     input_consumers = {c for t in inputs for c in original.consumers.get(t, [])}
     input_producers = {original.producer[t] for t in inputs if t in original.producer}

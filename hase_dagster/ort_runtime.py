@@ -35,9 +35,21 @@ MAX_IR_VERSION = 10
 ort.set_default_logger_severity(4)
 
 
-def _providers(ep: EpName, options: OrtOptions) -> list[str | tuple[str, dict[str, str]]]:
+@functools.cache
+def _preload_cuda_libraries() -> None:
+    """Load CUDA/cuDNN from the nvidia-* wheels (e.g. torch's) so ORT's CUDA EP finds them."""
+    try:
+        ort.preload_dlls()
+    except Exception:  # no such wheels: ORT then searches the system library path
+        pass
+
+
+def _providers(ep: EpName, options: OrtOptions, exact: bool = False) -> list[str | tuple[str, dict[str, str]]]:
     if ep == "cuda":
+        _preload_cuda_libraries()
         cuda_options = {"cudnn_conv_algo_search": options.cudnn_conv_algo_search}
+        if exact:
+            cuda_options["use_tf32"] = "0"  # full fp32 products: values comparable across graphs
         return [("CUDAExecutionProvider", cuda_options), "CPUExecutionProvider"]
     if ep == "cpu":
         return ["CPUExecutionProvider"]
@@ -51,8 +63,11 @@ def make_session(
     level: OptimizationLevel = "all",
     optimized_model_path: str | os.PathLike[str] | None = None,
     profile_prefix: str | os.PathLike[str] | None = None,
+    exact: bool = False,
 ) -> ort.InferenceSession:
     """Create a session on ``ep`` and verify that ``ep`` is really the one that runs.
+
+    ``exact`` turns off reduced-precision products (TF32 on the CUDA EP) for value comparisons.
 
     Raises :class:`ModelLoadError` naming the model when ORT rejects it, and
     :class:`ExecutionProviderUnavailableError` when the EP fell back to another one.
@@ -71,7 +86,7 @@ def make_session(
     source = model if isinstance(model, bytes) else str(model)
     name = "<in-memory model>" if isinstance(model, bytes) else str(model)
     try:
-        session = ort.InferenceSession(source, session_options, providers=_providers(ep, options))
+        session = ort.InferenceSession(source, session_options, providers=_providers(ep, options, exact))
     except Exception as exc:  # ORT raises several unrelated exception types
         raise ModelLoadError(f"ONNX Runtime cannot load {name}: {exc}") from exc
     wanted = PROVIDER_BY_EP[ep]
@@ -91,7 +106,7 @@ def cuda_is_usable() -> bool:
     node = helper.make_node("Relu", ["x"], ["y"])
     tensor = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
     out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
-    model = helper.make_model(helper.make_graph([node], "probe", [tensor], [out]))
+    model = helper.make_model(helper.make_graph([node], "probe", [tensor], [out]), opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = MAX_IR_VERSION
     try:
         make_session(model.SerializeToString(), "cuda")

@@ -59,6 +59,7 @@ def materialize_all(
     batch_sizes: list[int] | None = None,
     instance: dg.DagsterInstance | None = None,
     stages: tuple[str, ...] = ("analysis", "benchmark"),
+    stress_levels: list[float] | None = None,
 ) -> dict[str, Any]:
     """Materialize every asset for every partition of ``profile_name``, stage by stage; return what ran.
 
@@ -88,7 +89,7 @@ def materialize_all(
             if not record("analysis", str(batch), result):
                 continue
         if "benchmark" in stages:
-            for level in config.stress_levels:
+            for level in stress_levels or config.stress_levels:
                 key = dg.MultiPartitionKey({"stress_level": stress_level_key(level), "batch_size": str(batch)})
                 record("benchmark", str(key), _run(defs.resolve_job_def("benchmark_job"), key, instance, resources, profile.name))
     return {"profile": profile.name, "runs": runs}
