@@ -34,8 +34,9 @@ VIEW_OP_TYPES = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten"})
 # Shape-only ops are folded away when shapes are static.
 SHAPE_OP_TYPES = frozenset({"Shape", "Size"})
 FINGERPRINT_CHUNK_BYTES = 512 * 1024 * 1024
-# Relative tolerance between the same values computed by fused and unfused kernels.
-TOLERANCE: dict[str, float] = {"cpu": 1e-3, "cuda": 2e-2}
+# Relative tolerance between the same values computed by fused and unfused fp32 kernels
+# (TF32 is off in fingerprint runs). A bias of 0.1 shifts the sum of squares by a few percent.
+TOLERANCE: dict[str, float] = {"cpu": 1e-3, "cuda": 1e-3}
 
 
 @dataclass(frozen=True)
@@ -80,8 +81,12 @@ def family_name(original_op_types: list[str], fallback: str) -> str:
 
 
 def _fingerprint(values: np.ndarray) -> np.ndarray:
+    """Power sums of the values: unchanged by layout, permutation and zero padding, and (with
+    five of them) distinct even between same-shaped tensors of look-alike layers."""
     flat = values.astype(np.float64, copy=False).ravel()
-    return np.array([flat.sum(), np.abs(flat).sum(), np.square(flat).sum()])
+    magnitude = np.abs(flat)
+    square = flat * flat
+    return np.array([flat.sum(), magnitude.sum(), square.sum(), (square * flat).sum(), (square * square).sum()])
 
 
 def _elem_type_name(elem_type: int) -> str:
@@ -197,6 +202,29 @@ class _OriginalGraph:
         return OriginalOp(index, self.nodes[index].name, self.nodes[index].op_type)
 
 
+def _relative_distance(table: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """Largest relative difference over the power sums, each against its own scale: odd sums
+    (which can cancel to ~0) against the matching absolute scale."""
+    if not len(table):
+        return np.zeros(0)
+    scale_1 = np.maximum(table[:, 1], abs(fp[1])) + 1e-12  # sum |x| bounds |sum x|
+    scale_2 = np.maximum(table[:, 2], fp[2]) + 1e-12
+    scale_4 = np.maximum(table[:, 4], fp[4]) + 1e-12
+    scale_3 = np.sqrt(scale_2 * scale_4)  # Cauchy-Schwarz bound of |sum x^3|
+    return np.max(
+        np.stack(
+            [
+                np.abs(table[:, 0] - fp[0]) / scale_1,
+                np.abs(table[:, 1] - fp[1]) / scale_1,
+                np.abs(table[:, 2] - fp[2]) / scale_2,
+                np.abs(table[:, 3] - fp[3]) / scale_3,
+                np.abs(table[:, 4] - fp[4]) / scale_4,
+            ]
+        ),
+        axis=0,
+    )
+
+
 def _match_tensors(
     optimized_fp: dict[str, np.ndarray],
     original_fp: dict[str, np.ndarray],
@@ -211,25 +239,24 @@ def _match_tensors(
     a tensor of the same shape, then to the earliest original tensor.
     """
     names = list(original_fp)
-    table = np.array([original_fp[n] for n in names]) if names else np.zeros((0, 3))
+    table = np.array([original_fp[n] for n in names]) if names else np.zeros((0, 5))
     matches: dict[str, str] = {}
     for name, fp in optimized_fp.items():
-        scale = np.maximum(np.abs(table[:, 1]), abs(fp[1])) + 1e-12
-        close = (
-            (np.abs(table[:, 0] - fp[0]) <= tolerance * scale)
-            & (np.abs(table[:, 1] - fp[1]) <= tolerance * scale)
-            & (np.abs(table[:, 2] - fp[2]) <= tolerance * (np.maximum(table[:, 2], fp[2]) + 1e-12))
-        )
-        candidates = [names[i] for i in np.flatnonzero(close)]
+        distance = _relative_distance(table, fp)
+        candidates = [names[i] for i in np.flatnonzero(distance <= tolerance)]
         if not candidates:
             continue
         stripped = name.removesuffix("_nchwc")
-        shape = optimized_shapes.get(name, ())
-        same_shape = [c for c in candidates if shape and original_shapes.get(c) == shape]
         if stripped in candidates:
             matches[name] = stripped
-        else:
-            matches[name] = min(same_shape or candidates, key=original.position)
+            continue
+        shape = optimized_shapes.get(name, ())
+        pool = [c for c in candidates if shape and original_shapes.get(c) == shape] or candidates
+        by_name = {c: distance[names.index(c)] for c in pool}
+        best = min(by_name.values())
+        # Equal values (a view or a transpose of one tensor) tie: take the earliest of them.
+        closest = [c for c, d in by_name.items() if d <= best + 1e-9]
+        matches[name] = min(closest, key=original.position)
     return matches
 
 
