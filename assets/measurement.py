@@ -4,6 +4,7 @@ Partitions: stress level (static, from ``hase.yaml``) x batch size (dynamic, sha
 """
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from contextlib import contextmanager
 
 import dagster as dg
@@ -90,7 +91,7 @@ def kernel_benchmarks(
     if kernels.empty:
         raise dg.Failure(f"no kernel models for batch size {batch} on {ep}: materialize kernel_onnx first")
     targets = [
-        BenchmarkTarget(row.path, {k: v for k, v in row._asdict().items() if k not in ("path", "Index")})
+        BenchmarkTarget(Path(row.path), {k: v for k, v in row._asdict().items() if k not in ("path", "Index")})
         for row in kernels.itertuples()
     ]
     with _under_load(profile, stressor, level, context.log.info) as sampler:
@@ -133,7 +134,7 @@ def model_benchmarks(
     if models.empty:
         raise dg.Failure(f"no ONNX models for batch size {batch}: materialize onnx_models first")
     targets = [
-        BenchmarkTarget(row.path, {"variant_id": row.variant_id, "model_name": row.model_name, "input_size": row.input_size})
+        BenchmarkTarget(Path(row.path), {"variant_id": row.variant_id, "model_name": row.model_name, "input_size": row.input_size})
         for row in models.itertuples()
     ]
     # A user runs the model as exported, so ORT optimizes it (ORT_ENABLE_ALL) as it would for them.

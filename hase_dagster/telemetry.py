@@ -76,7 +76,7 @@ class NvmlMetrics:
         wanted = [f for f in fields if f in GPU_FIELDS]
         self._gpm = [f for f in wanted if f in self._GPM_FIELDS and self._gpm_supported()]
         self.names = tuple(f for f in wanted if f not in self._GPM_FIELDS or f in self._gpm)
-        self._previous_sample = self._gpm_sample() if self._gpm else None
+        self._previous_sample = self._safe_gpm_sample() if self._gpm else None
 
     def _gpm_supported(self) -> bool:
         try:
@@ -91,6 +91,9 @@ class NvmlMetrics:
 
     def _read_gpm(self) -> dict[str, float]:
         nvml = self._nvml
+        if self._previous_sample is None:
+            self._previous_sample = self._gpm_sample()
+            return {}
         current = self._gpm_sample()
         request = nvml.c_nvmlGpmMetricsGet_t()
         request.version = nvml.NVML_GPM_METRICS_GET_VERSION
@@ -118,8 +121,29 @@ class NvmlMetrics:
         if "DCGM_FI_DEV_POWER_USAGE" in self.names:
             values["DCGM_FI_DEV_POWER_USAGE"] = nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0
         if self._gpm:
-            values.update(self._read_gpm())
+            try:
+                values.update(self._read_gpm())
+            except nvml.NVMLError:
+                # GPM serves one client at a time (e.g. a DCGM agent): report these fields as
+                # missing for this sample rather than invent them.
+                self.close()
+                self._previous_sample = self._safe_gpm_sample()
         return {name: values[name] for name in self.names if name in values}
+
+    def _safe_gpm_sample(self):  # -> nvmlGpmSample_t | None
+        try:
+            return self._gpm_sample()
+        except self._nvml.NVMLError:
+            return None
+
+    def close(self) -> None:
+        """Free the GPM sample so the next client may use GPM."""
+        if self._previous_sample is not None:
+            try:
+                self._nvml.nvmlGpmSampleFree(self._previous_sample)
+            except self._nvml.NVMLError:
+                pass
+            self._previous_sample = None
 
 
 class CombinedMetrics:
@@ -134,6 +158,12 @@ class CombinedMetrics:
         for source in self.sources:
             values.update(source.read())
         return values
+
+    def close(self) -> None:
+        for source in self.sources:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
 
 
 def metric_source(device: str, fields: Iterable[str] = ALL_FIELDS) -> CombinedMetrics:
@@ -170,6 +200,7 @@ class TelemetrySampler:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.errors: list[str] = []
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -184,7 +215,10 @@ class TelemetrySampler:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.sample_now()
+            try:
+                self.sample_now()
+            except Exception as exc:  # a failed read loses one sample, never the sampler
+                self.errors.append(f"{type(exc).__name__}: {exc}")
 
     def __enter__(self) -> TelemetrySampler:
         self.sample_now()
@@ -196,6 +230,9 @@ class TelemetrySampler:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+        close = getattr(self.source, "close", None)
+        if close is not None:
+            close()
 
     def window_mean(self, start_ns: int, end_ns: int) -> dict[str, float]:
         """Mean of each metric over samples in [start_ns, end_ns]; the first sample after the

@@ -27,6 +27,9 @@ TEST_PROFILE = {
             "input_sizes": [64],
             "sequence_lengths": [16],
             "batch_sizes": [1, 2],
+            "kernel_timing": {"warmup": 1, "min_loops": 3, "max_loops": 5, "min_seconds": 0, "max_seconds": 0.05},
+            "model_timing": {"warmup": 1, "min_loops": 3, "max_loops": 5, "min_seconds": 0, "max_seconds": 0.2},
+            "telemetry": {"fields": ["DCGM_FI_DEV_GPU_UTIL", "HOST_CPU_UTIL", "HOST_LOAD_1M"], "background_window_s": 0.2},
         }
     },
 }

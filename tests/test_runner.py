@@ -1,0 +1,63 @@
+"""The kernel runner on real kernels in ORT."""
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+from hase_dagster.analysis import analyze_model
+from hase_dagster.cli import main
+from hase_dagster.errors import ModelLoadError
+from hase_dagster.kernel_models import write_kernel_model
+from hase_dagster.runner import ModelRunner, TimingConfig, summarize, time_model
+
+
+@pytest.fixture(scope="module")
+def relu_like_kernel(resnet18_onnx: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("runner")
+    analysis = analyze_model(resnet18_onnx, "cpu", tmp / "opt.onnx")
+    kernel = next(k for k in analysis.kernels if k.family == "MaxPool")
+    return write_kernel_model(onnx.load(str(analysis.optimized.optimized_path)), kernel, tmp, "cpu")
+
+
+def test_loop_count_is_honoured_and_window_ordered(relu_like_kernel: Path) -> None:
+    timing = time_model(relu_like_kernel, "cpu", TimingConfig(warmup=3, min_loops=17, max_loops=17, min_seconds=0))
+    assert timing.n == 17 and timing.warmup == 3 and timing.ep == "cpu"
+    assert timing.start_ns < timing.end_ns
+    assert (timing.end_ns - timing.start_ns) / 1e6 >= timing.mean_ms * timing.n * 0.99
+    assert timing.min_ms <= timing.median_ms <= timing.p90_ms
+    assert timing.intra_op_num_threads == 1 and timing.cudnn_conv_algo_search is None
+
+
+def test_warmup_off_is_recorded(relu_like_kernel: Path) -> None:
+    runner = ModelRunner(relu_like_kernel, "cpu")
+    cold = runner.time(TimingConfig(warmup=0, min_loops=5, max_loops=5, min_seconds=0))
+    assert cold.warmup == 0 and cold.n == 5
+
+
+def test_loop_stops_at_precision_target(relu_like_kernel: Path) -> None:
+    loose = time_model(relu_like_kernel, "cpu", TimingConfig(warmup=2, min_loops=5, max_loops=500, min_seconds=0, target_rel_ci=0.5))
+    assert 5 <= loose.n < 500 and loose.rel_ci <= 0.5
+
+
+def test_summary_statistics() -> None:
+    stats = summarize([1.0, 2.0, 3.0, 4.0, 10.0])
+    assert stats["mean_ms"] == 4.0 and stats["median_ms"] == 3.0 and stats["min_ms"] == 1.0
+    assert stats["p90_ms"] == pytest.approx(7.6)
+    assert stats["std_ms"] == pytest.approx(3.536, abs=1e-3)
+
+
+def test_broken_model_is_named(tmp_path: Path) -> None:
+    bad = tmp_path / "kernel_broken.onnx"
+    bad.write_bytes(b"\x00\x01garbage")
+    with pytest.raises(ModelLoadError, match="kernel_broken.onnx"):
+        time_model(bad, "cpu")
+
+
+def test_run_kernel_cli_json(relu_like_kernel: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    assert main(["run-kernel", "--model", str(relu_like_kernel), "--no-warmup", "--loops", "4", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert {"mean_ms", "median_ms", "p90_ms", "std_ms", "n", "start_ns", "end_ns", "ep"} <= set(document)
+    assert document["n"] == 4 and document["warmup"] == 0 and document["ep"] == "cpu"
