@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 export HASE_DATA_DIR ?= $(CURDIR)/.hase_data
 
-.PHONY: setup run test dev analyze-example clean
+.PHONY: setup run test dev prometheus analyze-example clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,12 +26,16 @@ setup: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
 run: setup
 	$(BIN)/hase materialize
 
-test: setup
+test: setup prometheus
 	$(BIN)/python -m pytest -q
 
 # The Dagster UI (with its daemon, so sensors and schedules run) on 127.0.0.1:3000.
 dev: setup
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	hase_dagster/prometheus/dev-stack.sh
+
+# The Debian package prometheus (the tests run a real Prometheus; needs root or sudo the first time).
+prometheus:
+	hase_dagster/prometheus/install-prometheus.sh
 
 clean:
 	rm -rf $(VENV) $(DAGSTER_HOME) $(HASE_DATA_DIR)

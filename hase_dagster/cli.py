@@ -76,7 +76,7 @@ def cmd_materialize(args: argparse.Namespace) -> int:
     from hase_dagster.pipeline import materialize_all
 
     started = time.monotonic()
-    stages = tuple(args.stage) if args.stage else ("analysis", "benchmark")
+    stages = tuple(args.stage) if args.stage else ("analysis", "benchmark", "learning")
     summary = materialize_all(
         profile_name=args.profile, batch_sizes=args.batch_size, stages=stages, stress_levels=args.stress_level
     )
@@ -151,6 +151,60 @@ def cmd_cupti(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_predict(args: argparse.Namespace) -> int:
+    from hase_dagster.config import data_dir, load_config
+    from hase_dagster.predict_file import predict_file
+
+    config = load_config()
+    prediction = predict_file(args.model, args.batch_size, args.ep, args.load, data_dir(), config.prometheus_url)
+    if args.json:
+        _print_json(prediction.to_dict())
+        return 0
+    coverage = prediction.coverage
+    print(f"{args.model} batch {args.batch_size} on {prediction.ep}, load {prediction.load_source}: {prediction.load}")
+    print(f"  predicted {prediction.predicted_ms:.3f} ms (p90 {prediction.p90_ms:.3f} ms), "
+          f"critical path {prediction.critical_path_ms:.3f} ms, plain kernel sum {prediction.sequential_sum_ms:.3f} ms")
+    print(f"  coverage: {coverage['covered']}/{coverage['kernels']} kernels have a trained family"
+          + (f"; FALLBACK for {coverage['fallback']}: {coverage['fallback_families']}" if coverage["fallback"] else ""))
+    for kernel in sorted(prediction.kernels, key=lambda k: -k.mean_ms)[: args.top]:
+        mark = "  [fallback]" if kernel.fallback else ""
+        print(f"    {kernel.order:>4} {kernel.family[:40]:<40} {kernel.mean_ms:9.4f} ms{mark}")
+    for warning in prediction.warnings:
+        print(f"  warning: {warning}")
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from hase_dagster.config import data_dir, load_config, select_profile
+    from hase_dagster.predict_file import evaluate_files
+
+    paths = sorted(args.path.glob("*.onnx")) if args.path.is_dir() else [args.path]
+    if not paths:
+        raise HaseError(f"no .onnx files in {args.path}")
+    config = load_config()
+    profile = select_profile(config, args.profile)
+    report = evaluate_files(paths, profile, args.stress_level or config.stress_levels, data_dir())
+    if args.json:
+        _print_json(report)
+        return 0
+    for case in report["cases"]:
+        if "error" in case:
+            print(f"{case['model']:<40} stress {case['stress_level']:.2f}  ERROR {case['error']}")
+            continue
+        print(f"{case['model']:<40} stress {case['stress_level']:.2f}  measured {case['measured_mean_ms']:9.3f} ms  "
+              f"predicted {case['predicted_ms']:9.3f} ms  error {case['error_pct']:+6.1f}%")
+    summary = report["summary"]
+    if summary["cases"]:
+        print(f"MAPE {summary['mape_pct']:.1f}%, within +-10%: {summary['within_10_pct']:.0f}% of {summary['cases']} cases")
+    return 0
+
+
+def cmd_exporter(args: argparse.Namespace) -> int:
+    from hase_dagster.exporter import main as exporter_main
+
+    return exporter_main(args.exporter_args)
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -174,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     materialize = commands.add_parser("materialize", help="materialize the whole asset graph in the Dagster instance")
     materialize.add_argument("--profile", default=None, help="profile name (default: HASE_PROFILE or the config's)")
     materialize.add_argument("--batch-size", type=_positive_int, action="append", help="only these batch sizes")
-    materialize.add_argument("--stage", choices=["analysis", "benchmark"], action="append",
+    materialize.add_argument("--stage", choices=["analysis", "benchmark", "learning"], action="append",
                              help="only these stages (default: all, in order)")
     materialize.add_argument("--stress-level", type=float, action="append", help="only these stress levels")
     materialize.add_argument("--json", action="store_true")
@@ -209,6 +263,27 @@ def build_parser() -> argparse.ArgumentParser:
     cupti.add_argument("--runs", type=_positive_int, default=20)
     cupti.add_argument("--optimization", choices=["disable", "all"], default="disable")
     cupti.set_defaults(handler=cmd_cupti)
+
+    predict = commands.add_parser("predict", help="predict the latency of any ONNX model under a load")
+    predict.add_argument("model", type=Path)
+    predict.add_argument("--batch-size", type=_positive_int, required=True)
+    predict.add_argument("--ep", choices=["cpu", "cuda"], default="cpu")
+    predict.add_argument("--load", default="prometheus", help="prometheus (now), idle, or level=X (a benchmarked stress level)")
+    predict.add_argument("--top", type=int, default=10, help="kernels to list in the breakdown")
+    predict.add_argument("--json", action="store_true")
+    predict.set_defaults(handler=cmd_predict)
+
+    evaluate = commands.add_parser("evaluate", help="measure and predict ONNX models at every stress level")
+    evaluate.add_argument("path", type=Path, help="an ONNX file or a directory of them")
+    evaluate.add_argument("--profile", default=None)
+    evaluate.add_argument("--stress-level", type=float, action="append", help="only these levels (default: config)")
+    evaluate.add_argument("--json", action="store_true")
+    evaluate.set_defaults(handler=cmd_evaluate)
+
+    exporter = commands.add_parser("exporter", help="serve the telemetry metrics (DCGM names) for Prometheus",
+                                   add_help=False)
+    exporter.add_argument("exporter_args", nargs=argparse.REMAINDER)
+    exporter.set_defaults(handler=cmd_exporter)
 
     add = commands.add_parser("add-batch-size", help="add batch-size partitions to the Dagster instance")
     add.add_argument("batch_size", type=_positive_int, nargs="+")

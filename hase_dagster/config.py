@@ -126,6 +126,8 @@ class HaseConfig(_Strict):
     default_profile: str = "auto"
     # Static partitions of the benchmark assets: the fraction of time the stressor keeps the device busy.
     stress_levels: list[Annotated[float, Field(ge=0, le=1)]] = Field(default=[0.0, 0.5, 1.0], min_length=1)
+    # Where the current load is read at prediction time (the exporter's metrics, scraped by Prometheus).
+    prometheus_url: str = Field(default="http://127.0.0.1:9090", pattern=r"^https?://")
     profiles: dict[str, Profile] = Field(min_length=1)
 
     @model_validator(mode="after")

@@ -3,10 +3,14 @@
 import dagster as dg
 
 from assets.analysis import analysis_assets
+from assets.learning import latency_predictions, learning_assets
 from assets.measurement import measurement_assets
 from assets.partitions import batch_size_partitions, measurement_partitions
+from hase_dagster.config import load_config
 from resources.hase import HaseResource
+from resources.prometheus import PrometheusResource
 from resources.stressor import StressorResource
+from sensors.load import prometheus_load_sensor
 from sensors.partitions import batch_size_partitions_sensor
 
 analysis_job = dg.define_asset_job(
@@ -23,6 +27,18 @@ benchmark_job = dg.define_asset_job(
     description="Time every kernel and every whole model at one stress level and batch size.",
 )
 
+learning_job = dg.define_asset_job(
+    "learning_job",
+    selection=dg.AssetSelection.assets(*learning_assets),
+    description="Train the regressor, predict every zoo model, and evaluate predictions against measurements.",
+)
+
+latency_predictions_job = dg.define_asset_job(
+    "latency_predictions_job",
+    selection=dg.AssetSelection.assets(latency_predictions),
+    description="Re-predict every zoo model under the current load (requested by prometheus_load_sensor).",
+)
+
 
 @dg.schedule(cron_schedule="0 2 * * *", job=benchmark_job, execution_timezone="UTC")
 def nightly_benchmarks(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
@@ -33,9 +49,19 @@ def nightly_benchmarks(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequ
 
 analysis = dg.Definitions(assets=analysis_assets, jobs=[analysis_job], sensors=[batch_size_partitions_sensor])
 measurement = dg.Definitions(assets=measurement_assets, jobs=[benchmark_job], schedules=[nightly_benchmarks])
+learning = dg.Definitions(
+    assets=learning_assets, jobs=[learning_job, latency_predictions_job], sensors=[prometheus_load_sensor]
+)
 
 defs = dg.Definitions.merge(
     analysis,
     measurement,
-    dg.Definitions(resources={"hase": HaseResource(), "stressor": StressorResource()}),
+    learning,
+    dg.Definitions(
+        resources={
+            "hase": HaseResource(),
+            "stressor": StressorResource(),
+            "prometheus": PrometheusResource(url=load_config().prometheus_url),
+        }
+    ),
 )

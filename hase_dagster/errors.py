@@ -23,3 +23,11 @@ class ExecutionProviderUnavailableError(HaseError):
 
 class FusionMappingError(HaseError):
     """The optimized graph could not be mapped back to the original ops."""
+
+
+class PrometheusUnavailableError(HaseError):
+    """Prometheus does not answer (not running, wrong URL, timeout) or answers with an error."""
+
+
+class MissingMetricsError(HaseError):
+    """Prometheus answers but has no series for some of the metrics asked for."""

@@ -42,7 +42,7 @@ def add_batch_sizes(batch_sizes: list[int], instance: dg.DagsterInstance | None 
     return missing
 
 
-def _run(job: dg.JobDefinition, partition_key: str | dg.MultiPartitionKey, instance: dg.DagsterInstance,
+def _run(job: dg.JobDefinition, partition_key: str | dg.MultiPartitionKey | None, instance: dg.DagsterInstance,
          resources: dict[str, Any], profile: str) -> dg.ExecuteInProcessResult:
     return job.execute_in_process(
         partition_key=partition_key,
@@ -58,7 +58,7 @@ def materialize_all(
     profile_name: str | None = None,
     batch_sizes: list[int] | None = None,
     instance: dg.DagsterInstance | None = None,
-    stages: tuple[str, ...] = ("analysis", "benchmark"),
+    stages: tuple[str, ...] = ("analysis", "benchmark", "learning"),
     stress_levels: list[float] | None = None,
 ) -> dict[str, Any]:
     """Materialize every asset for every partition of ``profile_name``, stage by stage; return what ran.
@@ -68,6 +68,7 @@ def materialize_all(
     from hase_dagster.config import stress_level_key
     from hase_dagster.definitions import defs
     from resources.hase import HaseResource
+    from resources.prometheus import PrometheusResource
     from resources.stressor import StressorResource
 
     config = load_config()
@@ -75,7 +76,11 @@ def materialize_all(
     instance = instance or project_instance()
     batches = batch_sizes or profile.batch_sizes
     add_batch_sizes(batches, instance)
-    resources = {"hase": HaseResource(profile_name=profile.name), "stressor": StressorResource()}
+    resources = {
+        "hase": HaseResource(profile_name=profile.name),
+        "stressor": StressorResource(),
+        "prometheus": PrometheusResource(url=config.prometheus_url),
+    }
     runs: list[dict[str, str]] = []
 
     def record(stage: str, partition: str, result: dg.ExecuteInProcessResult) -> bool:
@@ -92,4 +97,6 @@ def materialize_all(
             for level in stress_levels or config.stress_levels:
                 key = dg.MultiPartitionKey({"stress_level": stress_level_key(level), "batch_size": str(batch)})
                 record("benchmark", str(key), _run(defs.resolve_job_def("benchmark_job"), key, instance, resources, profile.name))
+    if "learning" in stages and all(r["status"] == "SUCCESS" for r in runs):
+        record("learning", "-", _run(defs.resolve_job_def("learning_job"), None, instance, resources, profile.name))
     return {"profile": profile.name, "runs": runs}

@@ -79,3 +79,39 @@ CREATE TABLE IF NOT EXISTS dag_edges (
     bytes       BIGINT NOT NULL,
     run_id      VARCHAR
 );
+
+CREATE TABLE IF NOT EXISTS latency_predictions (
+    variant_id         VARCHAR NOT NULL,
+    ep                 VARCHAR NOT NULL,
+    batch_size         INTEGER NOT NULL,
+    load_source        VARCHAR NOT NULL,
+    load_util          DOUBLE NOT NULL,
+    predicted_ms       DOUBLE NOT NULL,
+    p90_ms             DOUBLE NOT NULL,
+    critical_path_ms   DOUBLE NOT NULL,
+    sequential_sum_ms  DOUBLE NOT NULL,
+    kernels            INTEGER NOT NULL,
+    fallback_kernels   INTEGER NOT NULL,
+    warnings           VARCHAR NOT NULL,
+    predicted_at       TIMESTAMP NOT NULL,
+    run_id             VARCHAR
+);
+
+CREATE TABLE IF NOT EXISTS evaluation_cases (
+    ep                    VARCHAR NOT NULL,
+    setting               VARCHAR NOT NULL,
+    variant_id            VARCHAR NOT NULL,
+    architecture          VARCHAR NOT NULL,
+    stress_level          DOUBLE NOT NULL,
+    measured_mean_ms      DOUBLE NOT NULL,
+    measured_p90_ms       DOUBLE NOT NULL,
+    predicted_mean_ms     DOUBLE NOT NULL,
+    predicted_p90_ms      DOUBLE NOT NULL,
+    critical_path_ms      DOUBLE NOT NULL,
+    kernel_sum_ms         DOUBLE NOT NULL,
+    fallback_kernels      INTEGER NOT NULL,
+    flops_proportional_ms DOUBLE,
+    idle_kernel_sum_ms    DOUBLE,
+    error_pct             DOUBLE NOT NULL,
+    run_id                VARCHAR
+);

@@ -1,0 +1,152 @@
+"""The learning half: kernel regressor, predictions for every zoo model, and the evaluation report."""
+
+import base64
+import json
+from datetime import datetime, timezone
+
+import dagster as dg
+import pandas as pd
+
+from assets.analysis import POOL, model_dags
+from assets.measurement import kernel_benchmarks, model_benchmarks
+from hase_dagster.config import load_config
+from hase_dagster.errors import HaseError
+from hase_dagster.evaluation import evaluate, scatter_plot
+from hase_dagster.learning import Predictor, kernels_by_variant, load_at_level, predictor_path, train_predictor
+from hase_dagster.predict import predict_model
+from resources.hase import HaseResource
+from resources.prometheus import PrometheusResource
+
+GROUP = "learning"
+MAX_HELD_OUT_ROWS_MAPE = 15.0
+
+
+@dg.asset(
+    deps=[kernel_benchmarks, model_benchmarks],
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"xgboost", "scikitlearn"},
+    check_specs=[dg.AssetCheckSpec("held_out_rows_mape_at_most_15", asset="latency_regressor", blocking=True)],
+    description="Per-kernel latency regressor (best of FLOPs baseline, RandomForest, XGBoost) and model composition.",
+)
+def latency_regressor(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
+    ep = hase.profile().execution_provider
+    predictor = train_predictor(hase.warehouse(), ep)
+    path = predictor.save(predictor_path(hase.paths().root, ep))
+    metrics = predictor.regressor.metrics
+    comparison = pd.DataFrame(
+        [
+            {
+                "kind": kind,
+                "held_out_rows_mape_median": result["held_out_rows"]["mape"],
+                "within_10_pct": result["held_out_rows"]["within_10"],
+                "mape_mean_target": result["held_out_rows_by_target"]["mean_ms"],
+                "mape_p90_target": result["held_out_rows_by_target"]["p90_ms"],
+                "held_out_architectures_mape": result["held_out_architectures"].get("overall", {}).get("mape"),
+            }
+            for kind, result in metrics["comparison"].items()
+        ]
+    )
+    best = metrics["comparison"][metrics["best"]]
+    per_family = pd.DataFrame(sorted(best["held_out_rows"]["per_family"].items()), columns=["family", "mape_pct"])
+    held_out_mape = best["held_out_rows"]["mape"]
+    context.log.info(f"best {metrics['best']}: held-out rows MAPE {held_out_mape:.1f}% on {ep}")
+    return dg.MaterializeResult(
+        metadata={
+            "ep": ep,
+            "path": dg.MetadataValue.path(str(path)),
+            "best": metrics["best"],
+            "training_rows": metrics["training_rows"],
+            "held_out_rows_mape_pct": held_out_mape,
+            "comparison": dg.MetadataValue.md(comparison.to_markdown(index=False)),
+            "held_out_architectures": dg.MetadataValue.json(best["held_out_architectures"]),
+            "mape_per_family": dg.MetadataValue.md(per_family.to_markdown(index=False)),
+            "composition": dg.MetadataValue.json(vars(predictor.composition)),
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="held_out_rows_mape_at_most_15",
+                passed=held_out_mape <= MAX_HELD_OUT_ROWS_MAPE,
+                metadata={"mape_pct": held_out_mape, "limit_pct": MAX_HELD_OUT_ROWS_MAPE},
+            )
+        ],
+    )
+
+
+@dg.asset(
+    deps=[latency_regressor, model_dags],
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb"},
+    description="Predicted latency of every zoo model variant at each benchmarked load and at the current "
+    "load Prometheus reports (re-run by prometheus_load_sensor when the load changes bucket).",
+)
+def latency_predictions(
+    context: dg.AssetExecutionContext, hase: HaseResource, prometheus: PrometheusResource
+) -> dg.MaterializeResult:
+    ep = hase.profile().execution_provider
+    store = hase.warehouse()
+    predictor = Predictor.load(predictor_path(hase.paths().root, ep))
+    loads = {f"level={level:.2f}": load_at_level(store, ep, level) for level in load_config(hase.config_path or None).stress_levels
+             if not store.query("SELECT 1 FROM kernel_benchmarks WHERE ep = ? AND stress_level = ? LIMIT 1", [ep, level]).empty}
+    try:
+        loads["prometheus"] = prometheus.current_load(predictor.regressor.load_fields)
+    except HaseError as exc:
+        context.log.warning(f"no current-load prediction: {exc}")
+    batch_of = store.query("SELECT variant_id, batch_size FROM model_files").set_index("variant_id")["batch_size"]
+    rows = []
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    for variant, kernels in kernels_by_variant(store, ep).items():
+        for source, load in loads.items():
+            batch = int(batch_of.get(variant, 0)) or None
+            prediction = predict_model(variant, kernels, predictor.regressor, predictor.composition, load, source, batch)
+            rows.append({
+                "variant_id": variant, "ep": ep, "batch_size": batch or 0, "load_source": source,
+                "load_util": load[predictor.regressor.load_fields[0]], "predicted_ms": prediction.predicted_ms,
+                "p90_ms": prediction.p90_ms, "critical_path_ms": prediction.critical_path_ms,
+                "sequential_sum_ms": prediction.sequential_sum_ms, "kernels": prediction.coverage["kernels"],
+                "fallback_kernels": prediction.coverage["fallback"], "warnings": json.dumps(prediction.warnings),
+                "predicted_at": now, "run_id": context.run_id,
+            })
+    frame = pd.DataFrame(rows)
+    store.replace_partition("latency_predictions", {"ep": ep}, frame)
+    shown = frame[["variant_id", "load_source", "load_util", "predicted_ms", "p90_ms", "critical_path_ms", "fallback_kernels"]]
+    return dg.MaterializeResult(
+        metadata={"ep": ep, "predictions": len(frame), "loads": list(loads), "table": dg.MetadataValue.md(shown.round(3).to_markdown(index=False))}
+    )
+
+
+@dg.asset(
+    deps=[latency_regressor],
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"pandas", "duckdb"},
+    description="Predicted vs measured latency of every zoo model at every stress level, with held-out "
+    "architectures and two baselines; markdown report and scatter plot.",
+)
+def evaluation_report(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
+    ep = hase.profile().execution_provider
+    store = hase.warehouse()
+    shipped = Predictor.load(predictor_path(hase.paths().root, ep))
+    result = evaluate(store, ep, shipped)
+    out_dir = hase.paths().root / "reports" / ep
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "evaluation.md").write_text(result.markdown)
+    image = scatter_plot(result.cases, out_dir / "evaluation.png", f"Hase on {ep}")
+    cases = result.cases.drop(columns=["error_pct"]).assign(error_pct=result.cases["error_pct"], ep=ep, run_id=context.run_id)
+    store.replace_partition("evaluation_cases", {"ep": ep}, cases)
+    overall = result.summary[result.summary["stress_level"] == "all"].set_index("setting")
+    encoded = base64.b64encode(image.read_bytes()).decode()
+    return dg.MaterializeResult(
+        metadata={
+            "ep": ep,
+            "report": dg.MetadataValue.path(str(out_dir / "evaluation.md")),
+            "mean_mape_pct": float(overall.loc["trained_on_all", "mean_mape_pct"]),
+            "held_out_architecture_mean_mape_pct": float(overall.loc["held_out_architecture", "mean_mape_pct"]),
+            "summary": dg.MetadataValue.md(result.summary.round(2).to_markdown(index=False)),
+            "scatter": dg.MetadataValue.md(f"![predicted vs measured](data:image/png;base64,{encoded})"),
+        }
+    )
+
+
+learning_assets = [latency_regressor, latency_predictions, evaluation_report]

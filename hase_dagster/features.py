@@ -1,0 +1,108 @@
+"""Kernel features for the latency regressor: shapes, attributes, FLOPs, bytes and the background load.
+
+One row in, one feature vector out, with the same code for training rows (from the warehouse) and
+for kernels of a model to predict (from ``hase analyze``), so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from math import log1p, prod
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+MAX_RANK = 4
+NUMERIC_FEATURES: tuple[str, ...] = (
+    *(f"in_d{i}" for i in range(MAX_RANK)),
+    *(f"out_d{i}" for i in range(MAX_RANK)),
+    "in_rank", "out_rank", "n_activation_inputs", "in_numel", "out_numel", "weight_numel",
+    "kernel_h", "kernel_w", "stride_h", "stride_w", "group", "fused_activation", "fused_sum",
+    "log_flops", "log_input_bytes", "log_output_bytes", "log_weight_bytes", "log_intensity",
+    "n_absorbed",
+)
+CATEGORICAL_FEATURES: tuple[str, ...] = ("family", "op")
+
+
+def _loads(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _dims(shape: list[int]) -> list[int]:
+    """The last MAX_RANK dims, left-padded with 1 (a 5-D NCHWc-like shape keeps its inner dims)."""
+    tail = list(shape)[-MAX_RANK:]
+    return [1] * (MAX_RANK - len(tail)) + tail
+
+
+def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
+    """Features of one kernel from catalog-style fields (``inputs``/``inputs_json`` etc.)."""
+    inputs = _loads(kernel.get("inputs_json", kernel.get("inputs"))) or []
+    outputs = _loads(kernel.get("outputs_json", kernel.get("outputs"))) or []
+    attributes = _loads(kernel.get("attributes_json", kernel.get("attributes"))) or {}
+    absorbed = _loads(kernel.get("absorbed_ops_json", kernel.get("absorbed_ops"))) or []
+    activations = [t for t in inputs if not t.get("weight")]
+    weights = [t for t in inputs if t.get("weight")]
+    first_in = activations[0]["shape"] if activations else []
+    first_out = outputs[0]["shape"] if outputs else []
+    kernel_shape = list(attributes.get("kernel_shape", [])) if isinstance(attributes.get("kernel_shape"), list) else []
+    strides = list(attributes.get("strides", [])) if isinstance(attributes.get("strides"), list) else []
+    flops = float(kernel.get("flops") or 0)
+    in_bytes = float(kernel.get("input_bytes") or 0)
+    out_bytes = float(kernel.get("output_bytes") or 0)
+    features: dict[str, Any] = {f"in_d{i}": d for i, d in enumerate(_dims(first_in))}
+    features |= {f"out_d{i}": d for i, d in enumerate(_dims(first_out))}
+    features |= {
+        "in_rank": len(first_in),
+        "out_rank": len(first_out),
+        "n_activation_inputs": len(activations),
+        "in_numel": sum(prod(t["shape"]) for t in activations),
+        "out_numel": sum(prod(t["shape"]) for t in outputs),
+        "weight_numel": sum(prod(t["shape"]) for t in weights),
+        "kernel_h": kernel_shape[0] if kernel_shape else 0,
+        "kernel_w": kernel_shape[-1] if kernel_shape else 0,
+        "stride_h": strides[0] if strides else 0,
+        "stride_w": strides[-1] if strides else 0,
+        "group": int(attributes.get("group", 1)) if isinstance(attributes.get("group", 1), int) else 1,
+        "fused_activation": int(bool(attributes.get("activation"))),
+        "fused_sum": int(len(activations) > 1 and kernel.get("op_type") in ("Conv", "FusedConv")),
+        "log_flops": log1p(flops),
+        "log_input_bytes": log1p(in_bytes),
+        "log_output_bytes": log1p(out_bytes),
+        "log_weight_bytes": log1p(float(kernel.get("weight_bytes") or 0)),
+        "log_intensity": log1p(flops / max(in_bytes + out_bytes, 1.0)),
+        "n_absorbed": len(absorbed),
+        "family": kernel["family"],
+        "op": f"{kernel.get('domain') or ''}.{kernel.get('op_type')}",
+    }
+    return features
+
+
+def feature_frame(kernels: pd.DataFrame | list[Mapping[str, Any]], load: pd.DataFrame | Mapping[str, float],
+                  load_fields: list[str]) -> pd.DataFrame:
+    """Kernel features plus one ``load_<field>`` column per load field.
+
+    ``load`` is either one mapping applied to every kernel (prediction) or a frame with one row per
+    kernel holding ``bg_<field>`` columns (training rows).
+    """
+    records = kernels.to_dict("records") if isinstance(kernels, pd.DataFrame) else list(kernels)
+    frame = pd.DataFrame([kernel_features(k) for k in records])
+    for field in load_fields:
+        if isinstance(load, pd.DataFrame):
+            frame[f"load_{field}"] = load[f"bg_{field}"].to_numpy(dtype=float)
+        else:
+            frame[f"load_{field}"] = float(load[field])
+    return frame
+
+
+def numeric_columns(load_fields: list[str]) -> list[str]:
+    return [*NUMERIC_FEATURES, *(f"load_{f}" for f in load_fields)]
+
+
+def as_matrix(frame: pd.DataFrame, families: list[str], ops: list[str], load_fields: list[str]) -> np.ndarray:
+    """Numeric features followed by one-hot family and op columns (unknown values: all zero)."""
+    numeric = frame[numeric_columns(load_fields)].to_numpy(dtype=float)
+    family_hot = (frame["family"].to_numpy()[:, None] == np.array(families)[None, :]).astype(float)
+    op_hot = (frame["op"].to_numpy()[:, None] == np.array(ops)[None, :]).astype(float)
+    return np.hstack([numeric, family_hot, op_hot])

@@ -1,0 +1,182 @@
+"""Whole-model latency from kernel predictions: per-kernel regressor outputs under a given load,
+combined over the model's DAG and calibrated to measured whole-model latencies.
+
+Composition: a model's mean (and p90) latency is a non-negative combination of the sum of its
+kernels' predicted medians and means, the kernel count (per-launch overhead) and the load, fitted on
+the zoo's measured models. Under GPU time-slicing waiting is paid per submission, not per kernel, so a
+raw sum of loaded kernel times is far off; the fit learns how much of it counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import nnls
+
+from hase_dagster.catalog import Kernel
+from hase_dagster.features import feature_frame
+from hase_dagster.model_dag import build_dag, critical_path
+from hase_dagster.regressor import LatencyRegressor
+
+
+@dataclass
+class KernelPrediction:
+    order: int
+    node_name: str
+    family: str
+    instance_id: str
+    median_ms: float
+    mean_ms: float
+    p90_ms: float
+    fallback: bool
+
+
+@dataclass
+class Sums:
+    """What composition needs from one model's kernel predictions under one load."""
+
+    median_ms: float
+    mean_ms: float
+    p90_ms: float
+    kernels: int
+    load_util: float  # the device's load field, in %
+
+    def design(self) -> np.ndarray:
+        share = self.load_util / 100.0
+        return np.array([self.median_ms, self.mean_ms, self.kernels, share * self.median_ms, share])
+
+
+@dataclass
+class Composition:
+    """Non-negative least squares from kernel sums to measured model mean and p90 (ms)."""
+
+    mean_coefficients: list[float] | None = None
+    p90_coefficients: list[float] | None = None
+    fitted_on: int = 0
+
+    @classmethod
+    def fit(cls, points: list[tuple[Sums, float, float]]) -> Composition:
+        """``points``: (sums, measured mean ms, measured p90 ms). Fewer than 3 points: identity."""
+        if len(points) < 3:
+            return cls()
+        design = np.array([s.design() for s, _, _ in points])
+        mean = nnls(design, np.array([m for _, m, _ in points]))[0]
+        p90 = nnls(np.hstack([design, np.array([[s.p90_ms] for s, _, _ in points])]), np.array([p for _, _, p in points]))[0]
+        return cls(mean.tolist(), p90.tolist(), len(points))
+
+    def apply(self, sums: Sums) -> tuple[float, float]:
+        if self.mean_coefficients is None or self.p90_coefficients is None:
+            return sums.mean_ms, max(sums.p90_ms, sums.mean_ms)
+        design = sums.design()
+        mean = float(design @ np.array(self.mean_coefficients))
+        p90 = float(np.append(design, sums.p90_ms) @ np.array(self.p90_coefficients))
+        return mean, max(p90, mean)
+
+
+@dataclass
+class ModelPrediction:
+    model: str
+    ep: str
+    batch_size: int | None
+    load: dict[str, float]
+    load_source: str
+    predicted_ms: float
+    p90_ms: float
+    critical_path_ms: float
+    sequential_sum_ms: float
+    coverage: dict[str, Any]
+    kernels: list[KernelPrediction] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def predict_kernels(regressor: LatencyRegressor, kernels: list[Kernel], load: dict[str, float]) -> list[KernelPrediction]:
+    """Every kernel under ``load``; kernels of a family the regressor never saw are marked fallback
+    (their estimate comes from shapes, FLOPs and bytes alone)."""
+    if not kernels:
+        return []
+    records = [k.to_dict() for k in kernels]
+    predicted = regressor.predict(feature_frame(records, load, regressor.load_fields))
+    return [
+        KernelPrediction(
+            order=k.order, node_name=k.node_name, family=k.family, instance_id=k.instance_id,
+            median_ms=float(predicted["median_ms"][i]), mean_ms=float(predicted["mean_ms"][i]),
+            p90_ms=float(predicted["p90_ms"][i]), fallback=not regressor.knows(k.family),
+        )
+        for i, k in enumerate(kernels)
+    ]
+
+
+def kernel_sums(predictions: list[KernelPrediction], load_util: float) -> Sums:
+    return Sums(
+        median_ms=sum(p.median_ms for p in predictions),
+        mean_ms=sum(p.mean_ms for p in predictions),
+        p90_ms=sum(p.p90_ms for p in predictions),
+        kernels=len(predictions),
+        load_util=load_util,
+    )
+
+
+def predict_model(
+    model: str,
+    kernels: list[Kernel],
+    regressor: LatencyRegressor,
+    composition: Composition,
+    load: dict[str, float],
+    load_source: str,
+    batch_size: int | None = None,
+) -> ModelPrediction:
+    """Predict one model's latency under ``load`` from its kernels."""
+    warnings: list[str] = []
+    missing = [f for f in regressor.load_fields if f not in load]
+    if missing:
+        raise ValueError(f"load lacks {missing}, which the regressor needs")
+    predictions = predict_kernels(regressor, kernels, load)
+    load_util = float(load[regressor.load_fields[0]])
+    sums = kernel_sums(predictions, load_util)
+    mean, p90 = composition.apply(sums)
+    scale = mean / sums.mean_ms if sums.mean_ms > 0 else 1.0
+    by_node = {p.node_name: p.mean_ms for p in predictions}
+    dag = build_dag(model, regressor.ep, kernels)
+    path_ms, _ = critical_path(dag, lambda node: by_node[node])
+    fallback = [p for p in predictions if p.fallback]
+    if fallback:
+        warnings.append(
+            f"{len(fallback)} of {len(predictions)} kernels belong to families without a trained regressor "
+            f"({sorted({p.family for p in fallback})}); their times are fallback estimates"
+        )
+    if batch_size is not None and regressor.batch_sizes and batch_size not in regressor.batch_sizes:
+        warnings.append(
+            f"batch size {batch_size} was never benchmarked on {regressor.ep} (benchmarked: {regressor.batch_sizes}); "
+            "kernel times are extrapolated"
+        )
+    if composition.mean_coefficients is None:
+        warnings.append("no whole-model measurements to calibrate against: predicted_ms is the plain kernel sum")
+    return ModelPrediction(
+        model=model,
+        ep=regressor.ep,
+        batch_size=batch_size,
+        load=load,
+        load_source=load_source,
+        predicted_ms=mean,
+        p90_ms=p90,
+        critical_path_ms=path_ms * scale,
+        sequential_sum_ms=sums.mean_ms,
+        coverage={
+            "kernels": len(predictions),
+            "covered": len(predictions) - len(fallback),
+            "fallback": len(fallback),
+            "fallback_families": sorted({p.family for p in fallback}),
+        },
+        kernels=predictions,
+        warnings=warnings,
+    )
+
+
+def kernels_frame(kernels: list[Kernel]) -> pd.DataFrame:
+    return pd.DataFrame([k.to_dict() for k in kernels])

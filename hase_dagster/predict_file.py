@@ -1,0 +1,122 @@
+"""Predict and evaluate any ONNX file (not only zoo models): ``hase predict`` and ``hase evaluate``."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from hase_dagster.analysis import analyze_model
+from hase_dagster.config import Profile
+from hase_dagster.errors import HaseError
+from hase_dagster.learning import Predictor, load_at_level, predictor_path
+from hase_dagster.ort_runtime import EpName, load_onnx
+from hase_dagster.predict import ModelPrediction, predict_model
+from hase_dagster.regressor import mape, within
+from warehouse.store import Warehouse
+
+
+def resolve_load(spec: str, store: Warehouse, ep: str, load_fields: list[str], prometheus_url: str) -> tuple[dict[str, float], str]:
+    """``idle``, ``level=X`` (the background measured at stress X) or ``prometheus`` (now)."""
+    if spec == "idle":
+        return load_at_level(store, ep, 0.0), "idle (background of the stress 0.00 benchmarks)"
+    if spec.startswith("level="):
+        try:
+            level = float(spec.removeprefix("level="))
+        except ValueError:
+            raise HaseError(f"--load {spec!r}: level must be a number in [0, 1]") from None
+        return load_at_level(store, ep, level), f"level={level:.2f} (background measured at that stress level)"
+    if spec == "prometheus":
+        from resources.prometheus import PrometheusResource
+
+        return PrometheusResource(url=prometheus_url).current_load(load_fields), f"prometheus at {prometheus_url}"
+    raise HaseError(f"--load must be prometheus, idle or level=X, got {spec!r}")
+
+
+def batch_size_of(model: onnx.ModelProto) -> int | None:
+    """The static batch size of the first input, or None when it is symbolic."""
+    dims = model.graph.input[0].type.tensor_type.shape.dim if model.graph.input else []
+    return dims[0].dim_value if dims and dims[0].dim_value > 0 else None
+
+
+def with_batch_size(source: Path, batch_size: int, out_dir: Path) -> Path:
+    """``source`` itself when its batch dimension is ``batch_size``; a copy with the batch fixed when
+    it is symbolic; an error when it is another fixed number."""
+    model = load_onnx(source)
+    current = batch_size_of(model)
+    if current == batch_size:
+        return source
+    if current is not None:
+        raise HaseError(f"{source.name} has a fixed batch size of {current}, not {batch_size}; export it with a dynamic batch")
+    for graph_input in model.graph.input:
+        dims = graph_input.type.tensor_type.shape.dim
+        if dims and not dims[0].dim_value:
+            dims[0].dim_value = batch_size
+    fixed = out_dir / f"{source.stem}_b{batch_size}.onnx"
+    onnx.save(model, str(fixed))
+    return fixed
+
+
+def predict_file(
+    path: str | os.PathLike[str], batch_size: int, ep: EpName, load_spec: str, data_root: Path, prometheus_url: str
+) -> ModelPrediction:
+    """Analyse ``path`` with the catalog's code, then predict it under the load ``load_spec``."""
+    predictor = Predictor.load(predictor_path(data_root, ep))
+    store = Warehouse(data_root / "hase.duckdb")
+    load, source = resolve_load(load_spec, store, ep, predictor.regressor.load_fields, prometheus_url)
+    with tempfile.TemporaryDirectory() as tmp:
+        model_path = with_batch_size(Path(path), batch_size, Path(tmp))
+        analysis = analyze_model(model_path, ep, Path(tmp) / "optimized.onnx")
+    return predict_model(Path(path).name, analysis.kernels, predictor.regressor, predictor.composition, load, source, batch_size)
+
+
+def evaluate_files(paths: list[Path], profile: Profile, stress_levels: list[float], data_root: Path) -> dict[str, Any]:
+    """Measure each model at each stress level (stressor on, background sampled first) and compare
+    with the prediction made from that background: models need not be in the zoo."""
+    from hase_dagster.benchmark import BenchmarkTarget, run_benchmarks
+    from hase_dagster.stressor import Stressor
+    from hase_dagster.telemetry import LOAD_FIELD, TelemetrySampler, metric_source
+
+    ep = profile.execution_provider
+    predictor = Predictor.load(predictor_path(data_root, ep))
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        prepared = []
+        for path in paths:
+            batch = batch_size_of(load_onnx(path)) or 1
+            model_path = with_batch_size(path, batch, Path(tmp))
+            analysis = analyze_model(model_path, ep, Path(tmp) / f"{path.stem}.optimized.onnx")
+            prepared.append((path, batch, model_path, analysis.kernels))
+        for level in stress_levels:
+            with TelemetrySampler(metric_source(profile.device, profile.telemetry.fields), profile.telemetry.interval_s) as sampler:
+                with Stressor(profile.device, level) as stressor:
+                    if level > 0:
+                        stressor.wait_until_steady(lambda: sampler.sample_now().values.get(LOAD_FIELD[ep], 0.0))
+                    targets = [BenchmarkTarget(m, {"model": p.name, "batch_size": b}) for p, b, m, _ in prepared]
+                    rows = run_benchmarks(targets, ep, sampler, profile.model_timing, profile.telemetry, profile.ort, level="all")
+            for (path, batch, _, kernels), row in zip(prepared, rows):
+                if row["status"] != "ok":
+                    results.append({"model": path.name, "stress_level": level, "error": row["error"]})
+                    continue
+                load = {f: row[f"bg_{f}"] for f in predictor.regressor.load_fields}
+                prediction = predict_model(path.name, kernels, predictor.regressor, predictor.composition, load,
+                                           f"measured background at stress {level:.2f}", batch)
+                results.append({
+                    "model": path.name, "batch_size": batch, "stress_level": level,
+                    "measured_mean_ms": row["mean_ms"], "measured_p90_ms": row["p90_ms"],
+                    "predicted_ms": prediction.predicted_ms, "p90_ms": prediction.p90_ms,
+                    "error_pct": (prediction.predicted_ms / row["mean_ms"] - 1) * 100,
+                    "coverage": prediction.coverage, "warnings": prediction.warnings,
+                })
+    ok = [r for r in results if "error" not in r]
+    predicted = [r["predicted_ms"] for r in ok]
+    measured = [r["measured_mean_ms"] for r in ok]
+    import numpy as np
+
+    summary = {"cases": len(ok), "failed": len(results) - len(ok)}
+    if ok:
+        summary |= {"mape_pct": mape(np.array(predicted), np.array(measured)), "within_10_pct": within(np.array(predicted), np.array(measured))}
+    return {"ep": ep, "cases": results, "summary": summary}

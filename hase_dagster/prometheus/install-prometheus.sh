@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Install the Debian package `prometheus` if /usr/bin/prometheus is missing (idempotent).
+# The package may start its own system daemon on 0.0.0.0:9090 at install time; if this install started
+# one, it is stopped again so Hase's loopback instance (run-prometheus.sh) owns the port.
+set -euo pipefail
+
+PROMETHEUS_BIN=/usr/bin/prometheus
+[[ -x $PROMETHEUS_BIN ]] && exit 0
+
+if [[ $(id -u) -eq 0 ]]; then
+    as_root() { "$@"; }
+elif command -v sudo >/dev/null; then
+    as_root() { sudo "$@"; }
+else
+    echo "install-prometheus.sh: $PROMETHEUS_BIN is missing and this needs root (no sudo found)" >&2
+    exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+
+daemons() { pgrep -x prometheus -u prometheus 2>/dev/null | sort || true; }
+before=$(daemons)
+
+echo "install-prometheus.sh: installing the Debian package prometheus" >&2
+if ! compgen -G '/var/lib/apt/lists/*_Packages*' >/dev/null; then
+    as_root apt-get update
+fi
+if ! as_root apt-get install -y --no-install-recommends prometheus; then
+    # A fresh machine has no package lists yet (or stale ones): update once, then retry.
+    as_root apt-get update
+    as_root apt-get install -y --no-install-recommends prometheus
+fi
+
+started=$(comm -13 <(echo "$before") <(daemons) | grep . || true)
+if [[ -n $started ]]; then
+    echo "install-prometheus.sh: stopping the system daemon the package started ($(echo $started))" >&2
+    if [[ -d /run/systemd/system ]]; then
+        as_root systemctl stop prometheus.service || true
+    else
+        as_root service prometheus stop || true
+    fi
+    alive() { for pid in $started; do ps -p "$pid" >/dev/null && echo "$pid"; done; }
+    for _ in $(seq 50); do
+        [[ -z $(alive) ]] && break
+        as_root kill -TERM $(alive) 2>/dev/null || true
+        sleep 0.2
+    done
+    [[ -z $(alive) ]] || as_root kill -KILL $(alive) 2>/dev/null || true
+fi
+"$PROMETHEUS_BIN" --version | head -1 >&2

@@ -1,0 +1,262 @@
+"""Per-kernel latency regressors: a FLOPs baseline, RandomForest and XGBoost, compared by MAPE.
+
+Targets are learned in log space (kernel latencies span four orders of magnitude): the median (the
+primary target, compared and checked), the mean and the p90. The median is primary because a
+kernel's mean on a shared device carries the run's scheduling luck (on the 2-core CPU VM the same
+kernel's mean differs by ~20% between two runs minutes apart); model-level composition calibrates
+sums of kernel predictions to the measured model mean. Two held-out evaluations: random rows, and
+whole model architectures (no kernel instance of the test architecture in training).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from hase_dagster.errors import HaseError
+from hase_dagster.features import as_matrix, feature_frame
+from hase_dagster.telemetry import LOAD_FIELD
+
+MIN_TRAINING_ROWS = 20
+TARGETS = ("median_ms", "mean_ms", "p90_ms")
+PRIMARY_TARGET = "median_ms"
+LOG_MS_RANGE = (-12.0, 12.0)  # clip log predictions: a linear baseline can extrapolate wildly
+
+
+class Estimator(Protocol):
+    def fit(self, x: np.ndarray, y: np.ndarray) -> Any: ...
+    def predict(self, x: np.ndarray) -> np.ndarray: ...
+
+
+class FlopsBaseline:
+    """log(latency) linear in log(FLOPs), log(bytes) and load, fitted per family (global fallback)."""
+
+    def __init__(self, n_numeric: int, families: list[str], columns: dict[str, int]) -> None:
+        self.families = families
+        self.columns = [columns[c] for c in ("log_flops", "log_input_bytes", "log_output_bytes")]
+        self.load_columns = [i for name, i in columns.items() if name.startswith("load_")]
+        self.n_numeric = n_numeric
+        self.per_family: dict[int, np.ndarray] = {}
+        self.global_fit: np.ndarray | None = None
+
+    def _design(self, x: np.ndarray) -> np.ndarray:
+        return np.hstack([np.ones((len(x), 1)), x[:, self.columns], x[:, self.load_columns] / 100.0])
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> FlopsBaseline:
+        design = self._design(x)
+        self.global_fit = np.linalg.lstsq(design, y, rcond=None)[0]
+        family_index = np.argmax(x[:, self.n_numeric : self.n_numeric + len(self.families)], axis=1)
+        for f in range(len(self.families)):
+            rows = family_index == f
+            if rows.sum() >= design.shape[1] + 2:
+                self.per_family[f] = np.linalg.lstsq(design[rows], y[rows], rcond=None)[0]
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        design = self._design(x)
+        hot = x[:, self.n_numeric : self.n_numeric + len(self.families)]
+        family_index = np.where(hot.any(axis=1), np.argmax(hot, axis=1), -1)
+        assert self.global_fit is not None
+        out = design @ self.global_fit
+        for f, coefficients in self.per_family.items():
+            rows = family_index == f
+            out[rows] = design[rows] @ coefficients
+        return out
+
+
+def _make(kind: str, n_numeric: int, families: list[str], columns: dict[str, int]) -> Estimator:
+    if kind == "flops_baseline":
+        return FlopsBaseline(n_numeric, families, columns)
+    if kind == "random_forest":
+        from sklearn.ensemble import RandomForestRegressor
+
+        return RandomForestRegressor(n_estimators=200, min_samples_leaf=1, n_jobs=2, random_state=0)
+    if kind == "xgboost":
+        from xgboost import XGBRegressor
+
+        return XGBRegressor(n_estimators=600, max_depth=4, learning_rate=0.05, min_child_weight=3,
+                            subsample=0.8, n_jobs=2, random_state=0)
+    raise ValueError(f"unknown regressor kind {kind!r}")
+
+
+KINDS = ("flops_baseline", "random_forest", "xgboost")
+
+
+def mape(predicted: np.ndarray, measured: np.ndarray) -> float:
+    """Mean absolute percentage error, in percent."""
+    return float(np.mean(np.abs(predicted - measured) / measured) * 100)
+
+
+def within(predicted: np.ndarray, measured: np.ndarray, tolerance: float = 0.10) -> float:
+    """Share of predictions within +-tolerance of the measurement, in percent."""
+    return float(np.mean(np.abs(predicted - measured) / measured <= tolerance) * 100)
+
+
+@dataclass
+class LatencyRegressor:
+    """Trained estimators (log ms) for each target, with the feature schema they need."""
+
+    kind: str
+    ep: str
+    load_fields: list[str]
+    families: list[str]
+    ops: list[str]
+    models: dict[str, Estimator]
+    metrics: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    batch_sizes: list[int] = field(default_factory=list)
+
+    def matrix(self, features: pd.DataFrame) -> np.ndarray:
+        return as_matrix(features, self.families, self.ops, self.load_fields)
+
+    def predict(self, features: pd.DataFrame) -> dict[str, np.ndarray]:
+        """Milliseconds per target for each row of a feature frame (p90 never below median or mean)."""
+        x = self.matrix(features)
+        out = {t: np.exp(np.clip(m.predict(x), *LOG_MS_RANGE)) for t, m in self.models.items()}
+        if "p90_ms" in out:
+            out["p90_ms"] = np.maximum.reduce([out[t] for t in out])
+        return out
+
+    def knows(self, family: str) -> bool:
+        return family in self.families
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(".partial")
+        partial.write_bytes(pickle.dumps(self))
+        partial.replace(path)
+        return path
+
+    @staticmethod
+    def load(path: str | os.PathLike[str]) -> LatencyRegressor:
+        path = Path(path)
+        if not path.exists():
+            raise HaseError(f"no trained regressor at {path}: materialize latency_regressor first")
+        regressor = pickle.loads(path.read_bytes())
+        if not isinstance(regressor, LatencyRegressor):
+            raise HaseError(f"{path} does not hold a Hase latency regressor")
+        return regressor
+
+
+def library_versions() -> dict[str, str]:
+    import sklearn
+    import xgboost
+
+    return {"python": platform.python_version(), "numpy": np.__version__, "pandas": pd.__version__,
+            "scikit-learn": sklearn.__version__, "xgboost": xgboost.__version__}
+
+
+def load_fields_for(ep: str, rows: pd.DataFrame) -> list[str]:
+    """The background metrics used as features: the device's load field (always)."""
+    field_name = LOAD_FIELD[ep]
+    if f"bg_{field_name}" not in rows or rows[f"bg_{field_name}"].isna().any():
+        raise HaseError(f"training rows lack the background load {field_name}")
+    return [field_name]
+
+
+def _train(kind: str, frame: pd.DataFrame, rows: pd.DataFrame, ep: str, load_fields: list[str],
+           targets: tuple[str, ...] = TARGETS) -> LatencyRegressor:
+    families = sorted(frame["family"].unique())
+    ops = sorted(frame["op"].unique())
+    x = as_matrix(frame, families, ops, load_fields)
+    n_numeric = x.shape[1] - len(families) - len(ops)
+    columns = {name: i for i, name in enumerate(frame.columns.drop(["family", "op"]))}
+    models: dict[str, Estimator] = {}
+    for target in targets:
+        model = _make(kind, n_numeric, families, columns)
+        model.fit(x, np.log(rows[target].to_numpy()))
+        models[target] = model
+    return LatencyRegressor(kind, ep, load_fields, families, ops, models,
+                            batch_sizes=sorted(int(b) for b in rows["batch_size"].unique()))
+
+
+def _scores(regressor: LatencyRegressor, frame: pd.DataFrame, rows: pd.DataFrame, target: str = PRIMARY_TARGET) -> dict[str, Any]:
+    mean = regressor.predict(frame)[target]
+    measured = rows[target].to_numpy()
+    per_family = {
+        family: round(mape(mean[(rows["family"] == family).to_numpy()], measured[(rows["family"] == family).to_numpy()]), 2)
+        for family in sorted(rows["family"].unique())
+    }
+    per_level = {
+        f"{level:.2f}": round(mape(mean[(rows["stress_level"] == level).to_numpy()], measured[(rows["stress_level"] == level).to_numpy()]), 2)
+        for level in sorted(rows["stress_level"].unique())
+    }
+    return {"mape": round(mape(mean, measured), 2), "within_10": round(within(mean, measured), 1),
+            "rows": len(rows), "per_family": per_family, "per_stress_level": per_level}
+
+
+def train_regressor(rows: pd.DataFrame, ep: str, test_share: float = 0.2, seed: int = 0, kind: str | None = None) -> LatencyRegressor:
+    """Compare the kinds on held-out rows and held-out architectures; return the best, refitted on all
+    rows. With ``kind`` given, skip the comparison and fit that kind on all rows.
+
+    ``rows``: ``status = 'ok'`` kernel benchmark rows with catalog fields, ``bg_*`` load and an
+    ``architecture`` column (the zoo model the instance belongs to; an instance of several models
+    belongs to each, comma-separated).
+    """
+    rows = rows[rows["status"] == "ok"].reset_index(drop=True)
+    if len(rows) < MIN_TRAINING_ROWS:
+        raise HaseError(f"only {len(rows)} measured kernel rows for {ep}; need {MIN_TRAINING_ROWS}: run kernel_benchmarks")
+    load_fields = load_fields_for(ep, rows)
+    frame = feature_frame(rows, rows, load_fields)
+    if kind is not None:
+        fitted = _train(kind, frame, rows, ep, load_fields)
+        fitted.metrics = {"best": kind, "primary_target": PRIMARY_TARGET, "training_rows": len(rows)}
+        fitted.versions = library_versions()
+        return fitted
+    rng = np.random.default_rng(seed)
+    test = rng.random(len(rows)) < test_share
+    comparisons: dict[str, Any] = {}
+    for kind in KINDS:
+        split = _train(kind, frame[~test], rows[~test], ep, load_fields)
+        comparisons[kind] = {
+            "held_out_rows": _scores(split, frame[test], rows[test]),
+            "held_out_rows_by_target": {t: _scores(split, frame[test], rows[test], t)["mape"] for t in TARGETS},
+            "held_out_architectures": _held_out_architectures(kind, frame, rows, ep, load_fields),
+        }
+    best = min(KINDS, key=lambda k: comparisons[k]["held_out_rows"]["mape"])
+    final = _train(best, frame, rows, ep, load_fields)
+    final.metrics = {"best": best, "primary_target": PRIMARY_TARGET, "comparison": comparisons, "training_rows": len(rows)}
+    final.versions = library_versions()
+    return final
+
+
+def _held_out_architectures(kind: str, frame: pd.DataFrame, rows: pd.DataFrame, ep: str, load_fields: list[str]) -> dict[str, Any]:
+    """Leave one architecture out: train on instances that appear in no variant of it."""
+    members = rows["architecture"].str.split(",")
+    results: dict[str, Any] = {}
+    predicted_all, measured_all = [], []
+    for architecture in sorted({a for names in members for a in names}):
+        in_test = members.apply(lambda names, a=architecture: a in names).to_numpy()
+        if in_test.all() or (~in_test).sum() < MIN_TRAINING_ROWS:
+            continue
+        regressor = _train(kind, frame[~in_test], rows[~in_test], ep, load_fields, (PRIMARY_TARGET,))
+        scores = _scores(regressor, frame[in_test], rows[in_test])
+        results[architecture] = {k: scores[k] for k in ("mape", "within_10", "rows")}
+        predicted_all.append(regressor.predict(frame[in_test])[PRIMARY_TARGET])
+        measured_all.append(rows.loc[in_test, PRIMARY_TARGET].to_numpy())
+    if predicted_all:
+        predicted, measured = np.concatenate(predicted_all), np.concatenate(measured_all)
+        results["overall"] = {"mape": round(mape(predicted, measured), 2), "within_10": round(within(predicted, measured), 1), "rows": len(measured)}
+    return results
+
+
+def training_rows(store: Any, ep: str) -> pd.DataFrame:
+    """Kernel benchmark rows of ``ep`` joined with the catalog and the architectures using each instance."""
+    return store.query(
+        """WITH arch AS (
+               SELECT k.instance_id, k.ep, k.batch_size, string_agg(DISTINCT f.model_name, ',') AS architecture,
+                      any_value(k.absorbed_ops_json) AS absorbed_ops_json
+               FROM kernels k JOIN model_files f USING (variant_id) GROUP BY ALL)
+           SELECT b.*, arch.architecture, arch.absorbed_ops_json
+           FROM kernel_benchmarks b JOIN arch USING (instance_id, ep, batch_size)
+           WHERE b.ep = ? AND b.status = 'ok' AND b.mean_ms > 0""",
+        [ep],
+    )
