@@ -47,16 +47,11 @@ def nightly_benchmarks(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequ
     return [dg.RunRequest(run_key=f"{context.scheduled_execution_time:%Y%m%d}-{key}", partition_key=key) for key in keys]
 
 
-analysis = dg.Definitions(assets=analysis_assets, jobs=[analysis_job], sensors=[batch_size_partitions_sensor])
-measurement = dg.Definitions(assets=measurement_assets, jobs=[benchmark_job], schedules=[nightly_benchmarks])
-learning = dg.Definitions(
-    assets=learning_assets, jobs=[learning_job, latency_predictions_job], sensors=[prometheus_load_sensor]
-)
-
+# One Definitions at module scope (Dagster refuses several); the parts are merged inline.
 defs = dg.Definitions.merge(
-    analysis,
-    measurement,
-    learning,
+    dg.Definitions(assets=analysis_assets, jobs=[analysis_job], sensors=[batch_size_partitions_sensor]),
+    dg.Definitions(assets=measurement_assets, jobs=[benchmark_job], schedules=[nightly_benchmarks]),
+    dg.Definitions(assets=learning_assets, jobs=[learning_job, latency_predictions_job], sensors=[prometheus_load_sensor]),
     dg.Definitions(
         resources={
             "hase": HaseResource(),
