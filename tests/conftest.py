@@ -16,6 +16,8 @@ TINY_TRANSFORMER = ZooModel(
 
 TEST_PROFILE = {
     "default_profile": "tiny",
+    "stress_levels": [0.0, 0.5],
+    "max_held_out_rows_mape_pct": 1000.0,
     "profiles": {
         "tiny": {
             "device": "cpu",

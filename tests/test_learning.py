@@ -1,0 +1,146 @@
+"""Regressor, prediction and evaluation on real measurements of a tiny zoo (in-process Dagster)."""
+
+import json
+from pathlib import Path
+
+import dagster as dg
+import numpy as np
+import pytest
+import yaml
+
+from assets.analysis import analysis_assets
+from assets.learning import learning_assets
+from assets.measurement import measurement_assets
+from hase_dagster.cli import main
+from hase_dagster.config import ZooModel
+from hase_dagster.errors import HaseError
+from hase_dagster.learning import Predictor, load_at_level, predictor_path, train_predictor
+from hase_dagster.predict import Composition, Sums
+from hase_dagster.predict_file import resolve_load, with_batch_size
+from hase_dagster.regressor import mape, within
+from hase_dagster.zoo import ModelVariant, export_variant
+from resources.hase import HaseResource
+from resources.prometheus import PrometheusResource
+from resources.stressor import StressorResource
+from warehouse.store import Warehouse
+from tests.conftest import TEST_PROFILE
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Analysis, benchmarks at stress 0 and 0.5, and the learning assets, for batch size 1."""
+    root = tmp_path_factory.mktemp("learning")
+    config = root / "hase.yaml"
+    config.write_text(yaml.safe_dump(TEST_PROFILE))
+    hase = HaseResource(config_path=str(config), data_directory=str(root / "data"))
+    resources = {"hase": hase, "stressor": StressorResource(), "prometheus": PrometheusResource(url="http://127.0.0.1:9")}
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("batch_size", ["1"])
+    assert dg.materialize(analysis_assets, partition_key="1", resources=resources, instance=instance).success
+    for level in ("0.00", "0.50"):
+        key = dg.MultiPartitionKey({"stress_level": level, "batch_size": "1"})
+        assert dg.materialize(measurement_assets, partition_key=key, resources=resources, instance=instance).success
+    result = dg.materialize(learning_assets, resources=resources, instance=instance)
+    return {"hase": hase, "resources": resources, "instance": instance, "result": result, "root": root, "config": config}
+
+
+def test_learning_assets_train_predict_and_report(trained: dict) -> None:
+    result, hase = trained["result"], trained["hase"]
+    assert result.success
+    metadata = result.asset_materializations_for_node("latency_regressor")[0].metadata
+    comparison = metadata["comparison"].value
+    assert all(kind in comparison for kind in ("flops_baseline", "random_forest", "xgboost"))
+    assert set(metadata["held_out_architectures"].value) >= {"resnet18", "transformer_encoder"}
+    schema = json.loads(predictor_path(hase.paths().root, "cpu").with_suffix(".schema.json").read_text())
+    assert schema["load_fields"] == ["HOST_CPU_UTIL"] and "xgboost" in schema["versions"]
+    store = hase.warehouse()
+    predictions = store.query("SELECT * FROM latency_predictions")
+    # every variant at both benchmarked loads; Prometheus is unreachable here, so no current-load row
+    assert set(predictions["load_source"]) == {"level=0.00", "level=0.50"}
+    assert len(predictions) == 2 * 2 and (predictions["predicted_ms"] > 0).all()
+    assert (predictions["p90_ms"] >= predictions["predicted_ms"]).all()
+    report = hase.paths().root / "reports" / "cpu"
+    assert (report / "evaluation.png").stat().st_size > 1000
+    assert "held_out_architecture" in (report / "evaluation.md").read_text()
+    cases = store.query("SELECT * FROM evaluation_cases")
+    assert set(cases["setting"]) == {"trained_on_all", "held_out_architecture"} and len(cases) == 2 * 2 * 2
+
+
+def test_blocking_check_stops_downstream_when_mape_too_high(trained: dict) -> None:
+    document = yaml.safe_load(trained["config"].read_text())
+    document["max_held_out_rows_mape_pct"] = 0.001
+    strict = trained["root"] / "strict.yaml"
+    strict.write_text(yaml.safe_dump(document))
+    hase = HaseResource(config_path=str(strict), data_directory=trained["hase"].data_directory)
+    resources = {**trained["resources"], "hase": hase}
+    result = dg.materialize(learning_assets, resources=resources, instance=trained["instance"], raise_on_error=False)
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert checks == {"held_out_rows_mape_within_limit": False}
+    assert not result.asset_materializations_for_node("latency_predictions")
+
+
+def test_predict_a_model_outside_the_zoo(trained: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HASE_DATA_DIR", trained["hase"].data_directory)
+    model = export_variant(ModelVariant(ZooModel(name="squeezenet1_1"), 64, 1), tmp_path, 17).path
+    assert main(["predict", str(model), "--batch-size", "1", "--load", "level=0.5", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert {"predicted_ms", "p90_ms", "critical_path_ms", "coverage", "kernels"} <= set(document)
+    assert document["predicted_ms"] > 0 and document["p90_ms"] >= document["predicted_ms"]
+    coverage = document["coverage"]
+    # squeezenet's Concat was never benchmarked: flagged, counted and still estimated, never dropped
+    assert "Concat" in coverage["fallback_families"] and coverage["fallback"] == 8
+    assert len(document["kernels"]) == coverage["kernels"] == coverage["covered"] + coverage["fallback"]
+    assert any("families without a trained regressor" in w for w in document["warnings"])
+    assert sum(k["fallback"] for k in document["kernels"]) == coverage["fallback"]
+
+
+def test_unbenchmarked_batch_and_load_errors(trained: dict, tmp_path: Path) -> None:
+    store = Warehouse(Path(trained["hase"].data_directory) / "hase.duckdb")
+    with pytest.raises(HaseError, match=r"never benchmarked on cpu; benchmarked: \[0.0, 0.5\]"):
+        load_at_level(store, "cpu", 1.0)
+    with pytest.raises(HaseError, match="prometheus, idle or level=X"):
+        resolve_load("busy", store, "cpu", ["HOST_CPU_UTIL"], "http://127.0.0.1:9")
+    with pytest.raises(HaseError, match="does not answer"):
+        resolve_load("prometheus", store, "cpu", ["HOST_CPU_UTIL"], "http://127.0.0.1:9")
+    predictor = Predictor.load(predictor_path(Path(trained["hase"].data_directory), "cpu"))
+    from hase_dagster.learning import kernels_by_variant
+    from hase_dagster.predict import predict_model
+
+    kernels = kernels_by_variant(store, "cpu")["resnet18_i64_b1"]
+    prediction = predict_model("r18", kernels, predictor.regressor, predictor.composition, load_at_level(store, "cpu", 0.0), "idle", 8)
+    assert any("batch size 8 was never benchmarked" in w for w in prediction.warnings)
+
+
+def test_empty_benchmarks_and_missing_predictor_are_clear(tmp_path: Path) -> None:
+    store = Warehouse(tmp_path / "empty.duckdb")
+    with pytest.raises(HaseError, match="only 0 measured kernel rows"):
+        train_predictor(store, "cpu")
+    with pytest.raises(HaseError, match="materialize latency_regressor first"):
+        Predictor.load(tmp_path / "nothing.pkl")
+
+
+def test_batch_size_of_a_file(tmp_path: Path, resnet18_onnx: Path) -> None:
+    assert with_batch_size(resnet18_onnx, 1, tmp_path) == resnet18_onnx
+    with pytest.raises(HaseError, match="fixed batch size of 1, not 4"):
+        with_batch_size(resnet18_onnx, 4, tmp_path)
+
+
+def test_composition_recovers_a_known_law() -> None:
+    rng = np.random.default_rng(0)
+    points = []
+    for _ in range(12):
+        sums = Sums(median_ms=0, mean_ms=float(rng.uniform(1, 50)), p90_ms=0, kernels=10, load_util=float(rng.uniform(0, 100)))
+        truth = 1.1 * sums.mean_ms + 0.8 * sums.load_util / 100 * sums.mean_ms
+        points.append((sums, truth, truth * 1.2))
+    fitted = Composition.fit(points)
+    assert fitted.mean_coefficients == pytest.approx([1.1, 0.8], rel=1e-6)
+    mean, p90 = fitted.apply(Sums(0, 10.0, 12.0, 5, 50.0))
+    assert mean == pytest.approx(15.0) and p90 >= mean
+    assert Composition.fit(points[:2]).apply(Sums(0, 10.0, 12.0, 5, 50.0)) == (10.0, 12.0)
+
+
+def test_error_measures() -> None:
+    predicted, measured = np.array([1.09, 2.0, 2.5]), np.array([1.0, 2.0, 2.0])
+    assert mape(predicted, measured) == pytest.approx((9 + 0 + 25) / 3)
+    assert within(predicted, measured) == pytest.approx(200 / 3)
