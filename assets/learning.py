@@ -11,7 +11,7 @@ from assets.analysis import POOL, model_dags
 from assets.measurement import kernel_benchmarks, model_benchmarks
 from hase_dagster.config import load_config
 from hase_dagster.errors import HaseError
-from hase_dagster.evaluation import evaluate, scatter_plot
+from hase_dagster.evaluation import evaluate, overlap_section, scatter_plot
 from hase_dagster.learning import Predictor, kernels_by_variant, load_at_level, predictor_path, train_predictor
 from hase_dagster.predict import predict_model
 from resources.hase import HaseResource
@@ -131,7 +131,7 @@ def evaluation_report(context: dg.AssetExecutionContext, hase: HaseResource) -> 
     result = evaluate(store, ep, shipped)
     out_dir = hase.paths().root / "reports" / ep
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "evaluation.md").write_text(result.markdown)
+    (out_dir / "evaluation.md").write_text(result.markdown + "\n\n" + overlap_section(hase.paths().optimized(ep)))
     image = scatter_plot(result.cases, out_dir / "evaluation.png", f"Hase on {ep}")
     cases = result.cases.drop(columns=["error_pct"]).assign(error_pct=result.cases["error_pct"], ep=ep, run_id=context.run_id)
     store.replace_partition("evaluation_cases", {"ep": ep}, cases)

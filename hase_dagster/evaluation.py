@@ -134,6 +134,31 @@ def _markdown(ep: str, cases: pd.DataFrame, summary: pd.DataFrame, worst: pd.Dat
     ])
 
 
+def overlap_section(optimized_dir: str | os.PathLike[str]) -> str:
+    """Markdown: from each variant's ORT profile, whether node executions overlapped, and so which
+    estimate applies."""
+    import json
+
+    rows = []
+    for path in sorted(Path(optimized_dir).glob("*.json")):
+        overlap = json.loads(path.read_text()).get("overlap") or {}
+        if overlap:
+            rows.append({"variant_id": path.stem, **overlap})
+    if not rows:
+        return "## Execution overlap\n\n_no profiles with overlap data_"
+    frame = pd.DataFrame(rows)
+    sequential = bool((frame["overlapping_executions"] == 0).all())
+    verdict = (
+        "No node execution started before the previous one ended: ORT's sequential executor ran every kernel "
+        "one after another, so `predicted_ms` (built on the sequential kernel sum) is the estimate that applies. "
+        "`critical_path_ms` (longest dependent chain) applies only where independent branches overlap, i.e. with "
+        "ORT's parallel executor (`execution_mode=ORT_PARALLEL`, CPU only), which Hase does not use for timing."
+        if sequential
+        else "Some node executions overlapped: the critical path bounds the latency from below."
+    )
+    return "## Execution overlap (ORT profile)\n\n" + frame.to_markdown(index=False) + "\n\n" + verdict
+
+
 def scatter_plot(cases: pd.DataFrame, path: str | os.PathLike[str], title: str) -> Path:
     """Predicted vs measured mean latency, one colour per stress level, both settings side by side."""
     import matplotlib

@@ -74,6 +74,8 @@ class OptimizedGraph:
     nodes: list[OptimizedNode]
     graph_inputs: list[str]
     graph_outputs: list[str]
+    # From ORT's profile: do node executions ever overlap in time (parallel branches)?
+    overlap: dict[str, int] = field(default_factory=dict)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write this description as JSON (the ONNX file itself stays at ``optimized_path``)."""
@@ -88,6 +90,7 @@ class OptimizedGraph:
             "ep": self.ep,
             "graph_inputs": self.graph_inputs,
             "graph_outputs": self.graph_outputs,
+            "overlap": self.overlap,
             "nodes": [node(n) for n in self.nodes],
         }
         path = Path(path)
@@ -110,6 +113,7 @@ class OptimizedGraph:
             nodes=nodes,
             graph_inputs=document["graph_inputs"],
             graph_outputs=document["graph_outputs"],
+            overlap=document.get("overlap", {}),
         )
 
 
@@ -174,6 +178,26 @@ def read_profile(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     return info
 
 
+def profile_overlap(path: str | os.PathLike[str]) -> dict[str, int]:
+    """How many node executions started before the previous one ended, in an ORT profile.
+
+    Zero means ORT ran the nodes one after another (the sequential executor); then a model's time
+    is the sum of its kernels. On CUDA these are host-side launch intervals on one stream.
+    """
+    spans = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+        for e in json.loads(Path(path).read_text())
+        if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time")
+    )
+    overlapping = 0
+    running_end = float("-inf")
+    for start, end in spans:
+        if start < running_end:
+            overlapping += 1
+        running_end = max(running_end, end)
+    return {"node_executions": len(spans), "overlapping_executions": overlapping}
+
+
 def optimize_and_profile(
     source: str | os.PathLike[str],
     optimized_path: str | os.PathLike[str],
@@ -201,7 +225,9 @@ def optimize_and_profile(
         feeds = random_inputs(session)
         for _ in range(PROFILE_RUNS):
             session.run(None, feeds)
-        profile = read_profile(session.end_profiling())
+        profile_file = session.end_profiling()
+        profile = read_profile(profile_file)
+        overlap = profile_overlap(profile_file)
         graph_inputs = {
             arg.name: TensorInfo(arg.name, arg.type.removeprefix("tensor(").removesuffix(")"), tuple(feeds[arg.name].shape))
             for arg in session.get_inputs()
@@ -213,6 +239,7 @@ def optimize_and_profile(
         nodes=_nodes_with_shapes(model, profile, graph_inputs),
         graph_inputs=[i.name for i in model.graph.input],
         graph_outputs=[o.name for o in model.graph.output],
+        overlap=overlap,
     )
 
 
