@@ -199,6 +199,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_evaluate_tables(args: argparse.Namespace) -> int:
+    from hase_dagster.evaluation import evaluate, scatter_plot
+    from hase_dagster.learning import train_predictor
+    from hase_dagster.reports import import_tables
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = import_tables(args.tables, Path(tmp) / "imported.duckdb")
+        shipped = train_predictor(store, args.ep)
+        result = evaluate(store, args.ep, shipped)
+    (args.out / "evaluation.md").write_text(result.markdown)
+    scatter_plot(result.cases, args.out / "evaluation.png", f"Hase on {args.ep}")
+    metrics = {"regressor": shipped.regressor.metrics, "composition": vars(shipped.composition)}
+    (args.out / "regressor_metrics.json").write_text(json.dumps(metrics, indent=1, default=str))
+    print(result.summary.round(2).to_markdown(index=False))
+    return 0
+
+
 def cmd_exporter(args: argparse.Namespace) -> int:
     from hase_dagster.exporter import main as exporter_main
 
@@ -279,6 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--stress-level", type=float, action="append", help="only these levels (default: config)")
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(handler=cmd_evaluate)
+
+    tables = commands.add_parser("evaluate-tables", help="train and evaluate from exported warehouse tables (e.g. a GPU run's)")
+    tables.add_argument("tables", type=Path, help="folder of Parquet files written by `hase report --export`")
+    tables.add_argument("--ep", choices=["cpu", "cuda"], required=True)
+    tables.add_argument("--out", type=Path, required=True)
+    tables.set_defaults(handler=cmd_evaluate_tables)
 
     exporter = commands.add_parser("exporter", help="serve the telemetry metrics (DCGM names) for Prometheus",
                                    add_help=False)

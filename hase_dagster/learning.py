@@ -13,7 +13,7 @@ import pandas as pd
 
 from hase_dagster.catalog import Kernel, kernel_from_dict
 from hase_dagster.errors import HaseError
-from hase_dagster.predict import Composition, Sums, kernel_sums, predict_kernels
+from hase_dagster.predict import Composition, Sums, model_sums
 from hase_dagster.regressor import LatencyRegressor, train_regressor, training_rows
 from hase_dagster.telemetry import ALL_FIELDS, LOAD_FIELD
 from warehouse.store import Warehouse
@@ -101,8 +101,7 @@ def composition_points(
         variant_kernels = kernels.get(row["variant_id"])
         if not variant_kernels:
             continue
-        load = background_load(row)
-        sums = kernel_sums(predict_kernels(regressor, variant_kernels, load), load[regressor.load_fields[0]])
+        sums, _ = model_sums(regressor, variant_kernels, background_load(row))
         points.append((sums, float(row["mean_ms"]), float(row["p90_ms"])))
     return points
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import nnls
+from scipy.optimize import lsq_linear
 
 from hase_dagster.catalog import Kernel
 from hase_dagster.features import feature_frame
@@ -42,17 +42,33 @@ class Sums:
     p90_ms: float
     kernels: int
     load_util: float  # the device's load field, in %
+    idle_mean_ms: float = 0.0  # the same kernels predicted with no background load
 
     def design(self) -> np.ndarray:
-        # Both terms grow with the model's time (a constant or per-kernel term overcharged small,
-        # many-kernel models in the CPU evaluation), and load acts in proportion to that time.
+        # Every term grows with the model's time (a constant or per-kernel term overcharged small,
+        # many-kernel models on the CPU). Load enters twice: as the loaded kernel sum (CPU
+        # time-sharing slows each kernel in proportion) and as a load share of the idle sum (GPU
+        # time-slicing: a kernel measured alone waits a whole slice, a model run does not).
+        # The kernel count carries a non-positive per-kernel term: each standalone kernel timing
+        # includes one launch-and-sync overhead that a whole-model run pays once (~14 us on the H100).
         share = self.load_util / 100.0
-        return np.array([self.mean_ms, share * self.mean_ms])
+        return np.array([self.idle_mean_ms, share * self.idle_mean_ms, self.mean_ms, self.kernels])
+
+
+# Time terms are non-negative; the kernel-count term (index 3) is the standalone timing overhead a
+# model run does not pay, so it can only take time away.
+_OVERHEAD_TERMS = (3,)
+
+
+def _bounds(width: int) -> tuple[list[float], list[float]]:
+    lower = [-np.inf if i in _OVERHEAD_TERMS else 0.0 for i in range(width)]
+    upper = [0.0 if i in _OVERHEAD_TERMS else np.inf for i in range(width)]
+    return lower, upper
 
 
 @dataclass
 class Composition:
-    """Non-negative least squares from kernel sums to measured model mean and p90 (ms)."""
+    """Bounded least squares from kernel sums to measured model mean and p90 (ms)."""
 
     mean_coefficients: list[float] | None = None
     p90_coefficients: list[float] | None = None
@@ -64,15 +80,18 @@ class Composition:
         if len(points) < 3:
             return cls()
         design = np.array([s.design() for s, _, _ in points])
-        mean = nnls(design, np.array([m for _, m, _ in points]))[0]
-        p90 = nnls(np.hstack([design, np.array([[s.p90_ms] for s, _, _ in points])]), np.array([p for _, _, p in points]))[0]
+        with_p90 = np.hstack([design, np.array([[s.p90_ms] for s, _, _ in points])])
+        mean = lsq_linear(design, np.array([m for _, m, _ in points]), bounds=_bounds(design.shape[1])).x
+        p90 = lsq_linear(with_p90, np.array([p for _, _, p in points]), bounds=_bounds(with_p90.shape[1])).x
         return cls(mean.tolist(), p90.tolist(), len(points))
 
     def apply(self, sums: Sums) -> tuple[float, float]:
         if self.mean_coefficients is None or self.p90_coefficients is None:
             return sums.mean_ms, max(sums.p90_ms, sums.mean_ms)
         design = sums.design()
-        mean = float(design @ np.array(self.mean_coefficients))
+        # A negative per-kernel term must not drive a prediction below a tenth of the idle sum.
+        floor = 0.1 * sums.idle_mean_ms
+        mean = max(float(design @ np.array(self.mean_coefficients)), floor)
         p90 = float(np.append(design, sums.p90_ms) @ np.array(self.p90_coefficients))
         return mean, max(p90, mean)
 
@@ -113,14 +132,27 @@ def predict_kernels(regressor: LatencyRegressor, kernels: list[Kernel], load: di
     ]
 
 
-def kernel_sums(predictions: list[KernelPrediction], load_util: float) -> Sums:
+def idle_load(regressor: LatencyRegressor, load: dict[str, float]) -> dict[str, float]:
+    """``load`` with the device's load field at zero."""
+    return {**load, regressor.load_fields[0]: 0.0}
+
+
+def kernel_sums(predictions: list[KernelPrediction], load_util: float, idle: list[KernelPrediction]) -> Sums:
     return Sums(
         median_ms=sum(p.median_ms for p in predictions),
         mean_ms=sum(p.mean_ms for p in predictions),
         p90_ms=sum(p.p90_ms for p in predictions),
         kernels=len(predictions),
         load_util=load_util,
+        idle_mean_ms=sum(p.mean_ms for p in idle),
     )
+
+
+def model_sums(regressor: LatencyRegressor, kernels: list[Kernel], load: dict[str, float]) -> tuple[Sums, list[KernelPrediction]]:
+    """Kernel predictions under ``load`` and the sums composition needs (with the idle sum)."""
+    predictions = predict_kernels(regressor, kernels, load)
+    idle = predict_kernels(regressor, kernels, idle_load(regressor, load))
+    return kernel_sums(predictions, float(load[regressor.load_fields[0]]), idle), predictions
 
 
 def predict_model(
@@ -137,9 +169,7 @@ def predict_model(
     missing = [f for f in regressor.load_fields if f not in load]
     if missing:
         raise ValueError(f"load lacks {missing}, which the regressor needs")
-    predictions = predict_kernels(regressor, kernels, load)
-    load_util = float(load[regressor.load_fields[0]])
-    sums = kernel_sums(predictions, load_util)
+    sums, predictions = model_sums(regressor, kernels, load)
     mean, p90 = composition.apply(sums)
     scale = mean / sums.mean_ms if sums.mean_ms > 0 else 1.0
     by_node = {p.node_name: p.mean_ms for p in predictions}

@@ -24,6 +24,18 @@ def export_tables(store: Warehouse, out_dir: str | os.PathLike[str], tables: tup
     return written
 
 
+def import_tables(tables_dir: str | os.PathLike[str], database: str | os.PathLike[str]) -> Warehouse:
+    """A warehouse filled from Parquet files written by :func:`export_tables` (e.g. a GPU host's)."""
+    store = Warehouse(database)
+    with store.connect() as connection:
+        for path in sorted(Path(tables_dir).glob("*.parquet")):
+            if path.stem not in EXPORT_TABLES:
+                raise ValueError(f"{path.name} is not one of the exported tables {EXPORT_TABLES}")
+            connection.execute(f"DELETE FROM {path.stem}")
+            connection.execute(f"INSERT INTO {path.stem} BY NAME SELECT * FROM read_parquet(?)", [str(path)])
+    return store
+
+
 def _md(frame: pd.DataFrame, digits: int = 3) -> str:
     return frame.round(digits).to_markdown(index=False) if len(frame) else "_no rows_"
 

@@ -130,12 +130,14 @@ def test_composition_recovers_a_known_law() -> None:
     rng = np.random.default_rng(0)
     points = []
     for _ in range(12):
-        sums = Sums(median_ms=0, mean_ms=float(rng.uniform(1, 50)), p90_ms=0, kernels=10, load_util=float(rng.uniform(0, 100)))
-        truth = 1.1 * sums.mean_ms + 0.8 * sums.load_util / 100 * sums.mean_ms
+        idle = float(rng.uniform(1, 50))
+        util = float(rng.uniform(0, 100))
+        sums = Sums(median_ms=0, mean_ms=idle * float(rng.uniform(1, 3)), p90_ms=0, kernels=10, load_util=util, idle_mean_ms=idle)
+        truth = 1.1 * idle + 0.8 * util / 100 * idle  # a law that ignores the loaded sum
         points.append((sums, truth, truth * 1.2))
     fitted = Composition.fit(points)
-    assert fitted.mean_coefficients == pytest.approx([1.1, 0.8], rel=1e-6)
-    mean, p90 = fitted.apply(Sums(0, 10.0, 12.0, 5, 50.0))
+    assert fitted.mean_coefficients == pytest.approx([1.1, 0.8, 0.0], abs=1e-6)
+    mean, p90 = fitted.apply(Sums(0, 30.0, 12.0, 5, 50.0, idle_mean_ms=10.0))
     assert mean == pytest.approx(15.0) and p90 >= mean
     assert Composition.fit(points[:2]).apply(Sums(0, 10.0, 12.0, 5, 50.0)) == (10.0, 12.0)
 
