@@ -21,10 +21,6 @@ class ExecutionProviderUnavailableError(HaseError):
     """The requested execution provider does not truly run on this machine (e.g. no GPU)."""
 
 
-class FusionMappingError(HaseError):
-    """The optimized graph could not be mapped back to the original ops."""
-
-
 class PrometheusUnavailableError(HaseError):
     """Prometheus does not answer (not running, wrong URL, timeout) or answers with an error."""
 

@@ -17,7 +17,7 @@ from statistics import median
 from typing import Any
 
 import onnx
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from hase_dagster.config import OrtOptions
 from hase_dagster.ort_runtime import EpName, load_onnx, make_session, random_inputs
@@ -292,21 +292,3 @@ def _nodes_with_shapes(
             )
         )
     return nodes
-
-
-def initializer_arrays(model: onnx.ModelProto) -> dict[str, onnx.TensorProto]:
-    """Initializers of a model by name."""
-    return {init.name: init for init in model.graph.initializer}
-
-
-__all__ = [
-    "OptimizedGraph",
-    "OptimizedNode",
-    "TensorInfo",
-    "attribute_values",
-    "initializer_arrays",
-    "name_all_nodes",
-    "numpy_helper",
-    "optimize_and_profile",
-    "read_profile",
-]

@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from scipy.optimize import lsq_linear
 
 from hase_dagster.catalog import Kernel
@@ -207,7 +206,3 @@ def predict_model(
         kernels=predictions,
         warnings=warnings,
     )
-
-
-def kernels_frame(kernels: list[Kernel]) -> pd.DataFrame:
-    return pd.DataFrame([k.to_dict() for k in kernels])

@@ -10,11 +10,8 @@ whole model architectures (no kernel instance of the test architecture in traini
 
 from __future__ import annotations
 
-import os
-import pickle
 import platform
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -126,24 +123,6 @@ class LatencyRegressor:
 
     def knows(self, family: str) -> bool:
         return family in self.families
-
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        partial.write_bytes(pickle.dumps(self))
-        partial.replace(path)
-        return path
-
-    @staticmethod
-    def load(path: str | os.PathLike[str]) -> LatencyRegressor:
-        path = Path(path)
-        if not path.exists():
-            raise HaseError(f"no trained regressor at {path}: materialize latency_regressor first")
-        regressor = pickle.loads(path.read_bytes())
-        if not isinstance(regressor, LatencyRegressor):
-            raise HaseError(f"{path} does not hold a Hase latency regressor")
-        return regressor
 
 
 def library_versions() -> dict[str, str]:
