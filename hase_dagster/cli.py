@@ -135,11 +135,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     from hase_dagster.reports import benchmark_report, export_tables
     from warehouse.store import Warehouse
 
-    store = Warehouse(DataPaths(data_dir()).database)
+    from hase_dagster.learning import Predictor, predictor_path
+    from hase_dagster.reports import regressor_report
+
+    paths = DataPaths(data_dir())
+    store = Warehouse(paths.database)
     if args.export:
         for path in export_tables(store, args.export):
-            print(f"wrote {path}")
+            print(f"wrote {path}", file=sys.stderr)
     print(benchmark_report(store))
+    for ep in ("cpu", "cuda"):
+        if predictor_path(paths.root, ep).exists():
+            print(f"\n# {ep}\n\n" + regressor_report(Predictor.load(predictor_path(paths.root, ep)).regressor.metrics))
     return 0
 
 
@@ -211,8 +218,11 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
         result = evaluate(store, args.ep, shipped)
     (args.out / "evaluation.md").write_text(result.markdown)
     scatter_plot(result.cases, args.out / "evaluation.png", f"Hase on {args.ep}")
-    metrics = {"regressor": shipped.regressor.metrics, "composition": vars(shipped.composition)}
-    (args.out / "regressor_metrics.json").write_text(json.dumps(metrics, indent=1, default=str))
+    from hase_dagster.reports import regressor_report
+
+    (args.out / "regressor.md").write_text(
+        regressor_report(shipped.regressor.metrics) + f"\n\nComposition: {vars(shipped.composition)}\n"
+    )
     print(result.summary.round(2).to_markdown(index=False))
     return 0
 

@@ -69,3 +69,26 @@ def benchmark_report(store: Warehouse) -> str:
             "## Kernel slowdown vs the idle partition (same instance)\n\n" + _md(ratio),
         ]
     )
+
+
+def regressor_report(metrics: dict) -> str:
+    """Markdown of a regressor's comparison: kernel-level MAPE on held-out rows (median, mean and p90
+    targets) and on held-out architectures, per kind, and per family for the best kind."""
+    rows = []
+    for kind, result in metrics["comparison"].items():
+        by_target = result["held_out_rows_by_target"]
+        architectures = result["held_out_architectures"]
+        rows.append({
+            "kind": kind + (" (kept)" if kind == metrics["best"] else ""),
+            "rows: median MAPE %": by_target["median_ms"], "rows: mean MAPE %": by_target["mean_ms"],
+            "rows: p90 MAPE %": by_target["p90_ms"], "rows: median within 10 %": result["held_out_rows"]["within_10"],
+            **{f"arch {a}: MAPE %": v["mape"] for a, v in architectures.items()},
+        })
+    best = metrics["comparison"][metrics["best"]]["held_out_rows"]
+    families = pd.DataFrame(sorted(best["per_family"].items()), columns=["family", "held-out rows median MAPE %"])
+    levels = pd.DataFrame(sorted(best["per_stress_level"].items()), columns=["stress level", "held-out rows median MAPE %"])
+    return "\n\n".join([
+        f"## Kernel regressor ({metrics['training_rows']} measured rows)\n\n" + _md(pd.DataFrame(rows), 2),
+        "### Best kind per stress level\n\n" + _md(levels, 2),
+        "### Best kind per family\n\n" + _md(families, 2),
+    ])
