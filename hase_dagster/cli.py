@@ -86,6 +86,8 @@ def cmd_materialize(args: argparse.Namespace) -> int:
     else:
         for line in summary["runs"]:
             print(f"{line['stage']:<12} partition {line['partition']:<10} {line['status']:<8} run {line['run_id']}")
+            for check in line["failed_checks"]:
+                print(f"{'':<12} failed asset check {check}")
         print(f"profile {summary['profile']}: materialized in {summary['seconds']} s")
     return 0 if all(r["status"] == "SUCCESS" for r in summary["runs"]) else 1
 

@@ -84,8 +84,11 @@ def materialize_all(
     runs: list[dict[str, str]] = []
 
     def record(stage: str, partition: str, result: dg.ExecuteInProcessResult) -> bool:
+        failed_checks = [
+            f"{c.check_name}: {c.metadata}" for c in result.get_asset_check_evaluations() if not c.passed
+        ]
         runs.append({"stage": stage, "partition": partition, "status": "SUCCESS" if result.success else "FAILURE",
-                     "run_id": result.run_id})
+                     "run_id": result.run_id, "failed_checks": failed_checks})
         return result.success
 
     for batch in batches:
