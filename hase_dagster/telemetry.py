@@ -198,6 +198,9 @@ class TelemetrySampler:
         self.keep = keep
         self._samples: list[Sample] = []
         self._lock = threading.Lock()
+        # NVML's GPM samples are freed and replaced on every read: reads must not interleave (two
+        # threads reading at once double-freed a sample and crashed the process on the H100).
+        self._read_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.errors: list[str] = []
@@ -207,7 +210,8 @@ class TelemetrySampler:
         return self.source.names
 
     def sample_now(self) -> Sample:
-        sample = Sample(time.time_ns(), self.source.read())
+        with self._read_lock:
+            sample = Sample(time.time_ns(), self.source.read())
         with self._lock:
             self._samples.append(sample)
             del self._samples[: -self.keep]
