@@ -42,14 +42,34 @@ def add_batch_sizes(batch_sizes: list[int], instance: dg.DagsterInstance | None 
     return missing
 
 
-def _run(job: dg.JobDefinition, partition_key: str | dg.MultiPartitionKey | None, instance: dg.DagsterInstance,
-         resources: dict[str, Any], profile: str) -> dg.ExecuteInProcessResult:
+LAUNCHER_TAGS = {"hase/launcher": "materialize"}
+
+
+def reclaim_crashed_runs(instance: dg.DagsterInstance) -> list[str]:
+    """Mark runs of ``hase materialize`` whose process is gone (a crash, a kill -9) as failed and
+    free their pool slots: a dead run keeps its slot, and every later run would wait for it."""
+    import psutil
+
+    reclaimed = []
+    unfinished = [dg.DagsterRunStatus.STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.NOT_STARTED]
+    for run in instance.get_runs(filters=dg.RunsFilter(statuses=unfinished, tags=LAUNCHER_TAGS)):
+        pid = int(run.tags.get("hase/pid", "0") or 0)
+        if pid and not psutil.pid_exists(pid):
+            instance.report_run_failed(run, f"the hase materialize process {pid} that ran it is gone")
+            instance.event_log_storage.free_concurrency_slots_for_run(run.run_id)
+            reclaimed.append(run.run_id)
+    return reclaimed
+
+
+def run_job(job: dg.JobDefinition, partition_key: str | dg.MultiPartitionKey | None, instance: dg.DagsterInstance,
+            resources: dict[str, Any], profile: str) -> dg.ExecuteInProcessResult:
+    """Execute ``job`` in this process, tagged so that :func:`reclaim_crashed_runs` can find it."""
     return job.execute_in_process(
         partition_key=partition_key,
         instance=instance,
         resources=resources,
         raise_on_error=False,
-        tags={"hase/profile": profile},
+        tags={"hase/profile": profile, "hase/pid": str(os.getpid()), **LAUNCHER_TAGS},
         run_config=QUIET,
     )
 
@@ -76,6 +96,7 @@ def materialize_all(
     instance = instance or project_instance()
     batches = batch_sizes or profile.batch_sizes
     add_batch_sizes(batches, instance)
+    reclaim_crashed_runs(instance)
     resources = {
         "hase": HaseResource(profile_name=profile.name),
         "stressor": StressorResource(),
@@ -93,13 +114,13 @@ def materialize_all(
 
     for batch in batches:
         if "analysis" in stages:
-            result = _run(defs.resolve_job_def("analysis_job"), str(batch), instance, resources, profile.name)
+            result = run_job(defs.resolve_job_def("analysis_job"), str(batch), instance, resources, profile.name)
             if not record("analysis", str(batch), result):
                 continue
         if "benchmark" in stages:
             for level in stress_levels or config.stress_levels:
                 key = dg.MultiPartitionKey({"stress_level": stress_level_key(level), "batch_size": str(batch)})
-                record("benchmark", str(key), _run(defs.resolve_job_def("benchmark_job"), key, instance, resources, profile.name))
+                record("benchmark", str(key), run_job(defs.resolve_job_def("benchmark_job"), key, instance, resources, profile.name))
     if "learning" in stages and all(r["status"] == "SUCCESS" for r in runs):
-        record("learning", "-", _run(defs.resolve_job_def("learning_job"), None, instance, resources, profile.name))
+        record("learning", "-", run_job(defs.resolve_job_def("learning_job"), None, instance, resources, profile.name))
     return {"profile": profile.name, "runs": runs}
