@@ -3,42 +3,17 @@
 import dagster as dg
 
 from assets.analysis import analysis_assets
-from assets.learning import latency_predictions, learning_assets
+from assets.jobs import analysis_job, benchmark_job, latency_predictions_job, learning_job
+from assets.learning import learning_assets
 from assets.measurement import measurement_assets
-from assets.partitions import batch_size_partitions, measurement_partitions
+from assets.partitions import measurement_partitions
 from hase_dagster.config import load_config
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
 from resources.stressor import StressorResource
+from sensors.backfill import batch_size_backfill_sensor
 from sensors.load import prometheus_load_sensor
 from sensors.partitions import batch_size_partitions_sensor
-
-analysis_job = dg.define_asset_job(
-    "analysis_job",
-    selection=dg.AssetSelection.assets(*analysis_assets),
-    partitions_def=batch_size_partitions,
-    description="Export, optimize, catalog and extract the kernels of every zoo model at one batch size.",
-)
-
-benchmark_job = dg.define_asset_job(
-    "benchmark_job",
-    selection=dg.AssetSelection.assets(*measurement_assets),
-    partitions_def=measurement_partitions,
-    description="Time every kernel and every whole model at one stress level and batch size.",
-)
-
-learning_job = dg.define_asset_job(
-    "learning_job",
-    selection=dg.AssetSelection.assets(*learning_assets),
-    description="Train the regressor, predict every zoo model, and evaluate predictions against measurements.",
-)
-
-latency_predictions_job = dg.define_asset_job(
-    "latency_predictions_job",
-    selection=dg.AssetSelection.assets(latency_predictions),
-    description="Re-predict every zoo model under the current load (requested by prometheus_load_sensor).",
-)
-
 
 @dg.schedule(cron_schedule="0 2 * * *", job=benchmark_job, execution_timezone="UTC")
 def nightly_benchmarks(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
@@ -49,7 +24,9 @@ def nightly_benchmarks(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequ
 
 # One Definitions at module scope (Dagster refuses several); the parts are merged inline.
 defs = dg.Definitions.merge(
-    dg.Definitions(assets=analysis_assets, jobs=[analysis_job], sensors=[batch_size_partitions_sensor]),
+    dg.Definitions(
+        assets=analysis_assets, jobs=[analysis_job], sensors=[batch_size_partitions_sensor, batch_size_backfill_sensor]
+    ),
     dg.Definitions(assets=measurement_assets, jobs=[benchmark_job], schedules=[nightly_benchmarks]),
     dg.Definitions(assets=learning_assets, jobs=[learning_job, latency_predictions_job], sensors=[prometheus_load_sensor]),
     dg.Definitions(

@@ -72,3 +72,17 @@ def test_schedule_requests_every_partition() -> None:
     expected = {f"{b}|{level}" for b in ("1", "8") for level in ("0.00", "0.50", "1.00")}
     assert {r.partition_key for r in requests} == expected
     assert len({r.run_key for r in requests}) == len(expected)
+
+
+def test_backfill_sensor_carries_a_new_batch_size_end_to_end(resources: dict) -> None:
+    from sensors.backfill import batch_size_backfill_sensor
+
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("batch_size", ["1"])
+        first = batch_size_backfill_sensor(dg.build_sensor_context(instance=instance))
+        assert [(r.job_name, r.partition_key) for r in first.run_requests] == [("analysis_job", "1")]
+        assert dg.materialize(analysis_assets, partition_key="1", resources=resources, instance=instance).success
+        second = batch_size_backfill_sensor(dg.build_sensor_context(instance=instance))
+        assert {(r.job_name, r.partition_key) for r in second.run_requests} == {
+            ("benchmark_job", f"1|{level}") for level in ("0.00", "0.50", "1.00")
+        }

@@ -1,0 +1,34 @@
+"""Jobs over the asset graph, one per partitioning (a Dagster job has one partitions definition)."""
+
+import dagster as dg
+
+from assets.analysis import analysis_assets
+from assets.learning import latency_predictions, learning_assets
+from assets.measurement import measurement_assets
+from assets.partitions import batch_size_partitions, measurement_partitions
+
+analysis_job = dg.define_asset_job(
+    "analysis_job",
+    selection=dg.AssetSelection.assets(*analysis_assets),
+    partitions_def=batch_size_partitions,
+    description="Export, optimize, catalog and extract the kernels of every zoo model at one batch size.",
+)
+
+benchmark_job = dg.define_asset_job(
+    "benchmark_job",
+    selection=dg.AssetSelection.assets(*measurement_assets),
+    partitions_def=measurement_partitions,
+    description="Time every kernel and every whole model at one stress level and batch size.",
+)
+
+learning_job = dg.define_asset_job(
+    "learning_job",
+    selection=dg.AssetSelection.assets(*learning_assets),
+    description="Train the regressor, predict every zoo model, and evaluate predictions against measurements.",
+)
+
+latency_predictions_job = dg.define_asset_job(
+    "latency_predictions_job",
+    selection=dg.AssetSelection.assets(latency_predictions),
+    description="Re-predict every zoo model under the current load (requested by prometheus_load_sensor).",
+)
