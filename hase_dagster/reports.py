@@ -44,7 +44,7 @@ def benchmark_report(store: Warehouse) -> str:
     """Latency vs stress level: whole models (mean, median, p90) and kernels, with the load measured."""
     load = "coalesce(avg(bg_DCGM_FI_DEV_GPU_UTIL), avg(bg_HOST_CPU_UTIL))"
     models = store.query(
-        f"""SELECT ep, device, variant_id, stress_level, round(mean_ms, 3) AS mean_ms, round(median_ms, 3) AS median_ms,
+        """SELECT ep, device, variant_id, stress_level, round(mean_ms, 3) AS mean_ms, round(median_ms, 3) AS median_ms,
                    round(p90_ms, 3) AS p90_ms, n, round(coalesce(bg_DCGM_FI_DEV_GPU_UTIL, bg_HOST_CPU_UTIL), 1) AS background_util
             FROM model_benchmarks WHERE status = 'ok' ORDER BY ep, variant_id, stress_level"""
     )

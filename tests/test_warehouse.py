@@ -1,5 +1,6 @@
 from pathlib import Path
 
+import duckdb
 import pandas as pd
 import pytest
 
@@ -40,6 +41,6 @@ def test_failed_insert_keeps_previous_rows(tmp_path: Path) -> None:
     store = Warehouse(tmp_path / "w.duckdb")
     store.replace_partition("dag_edges", {"batch_size": 1, "ep": "cpu"}, _edges(1, 3))
     broken = _edges(1, 2).assign(bytes=["many", "more"])  # not a BIGINT
-    with pytest.raises(Exception):
+    with pytest.raises(duckdb.ConversionException, match="many"):
         store.replace_partition("dag_edges", {"batch_size": 1, "ep": "cpu"}, broken)
     assert store.count("dag_edges", batch_size=1) == 3
