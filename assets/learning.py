@@ -87,8 +87,8 @@ def latency_predictions(
     ep = hase.profile().execution_provider
     store = hase.warehouse()
     predictor = Predictor.load(predictor_path(hase.paths().root, ep))
-    loads = {f"level={level:.2f}": load_at_level(store, ep, level) for level in load_config(hase.config_path or None).stress_levels
-             if not store.query("SELECT 1 FROM kernel_benchmarks WHERE ep = ? AND stress_level = ? LIMIT 1", [ep, level]).empty}
+    levels = store.query("SELECT DISTINCT stress_level FROM kernel_benchmarks WHERE ep = ? ORDER BY 1", [ep])
+    loads = {f"level={level:.2f}": load_at_level(store, ep, level) for level in levels["stress_level"]}
     try:
         loads["prometheus"] = prometheus.current_load(predictor.regressor.load_fields)
     except HaseError as exc:

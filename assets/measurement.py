@@ -14,7 +14,7 @@ from assets.analysis import POOL, kernel_onnx, onnx_models
 from assets.partitions import measurement_partitions, stress_and_batch_of
 from hase_dagster.benchmark import BenchmarkTarget, default_progress, run_benchmarks
 from hase_dagster.config import Profile
-from hase_dagster.ort_runtime import device_name
+from hase_dagster.ort_runtime import OptimizationLevel, device_name
 from hase_dagster.telemetry import LOAD_FIELD, TelemetrySampler, metric_source
 from resources.hase import HaseResource
 from resources.stressor import StressorResource
@@ -51,15 +51,34 @@ def _summary(frame: pd.DataFrame, key: str) -> dict[str, dg.MetadataValue | int 
     }
 
 
-def _with_partition(rows: list[dict], level: float, batch: int, profile: Profile, run_id: str) -> pd.DataFrame:
-    frame = pd.DataFrame(rows)
-    return frame.assign(
+def _measure_partition(
+    context: dg.AssetExecutionContext,
+    hase: HaseResource,
+    stressor: StressorResource,
+    targets: list[BenchmarkTarget],
+    table: str,
+    optimization: OptimizationLevel,
+    progress_every: int,
+) -> pd.DataFrame:
+    """Time ``targets`` under the partition's stress level and replace the partition's rows of ``table``."""
+    level, batch = stress_and_batch_of(context)
+    profile = hase.profile()
+    timing = profile.kernel_timing if table == "kernel_benchmarks" else profile.model_timing
+    with _under_load(profile, stressor, level, context.log.info) as sampler:
+        rows = run_benchmarks(
+            targets, profile.execution_provider, sampler, timing, profile.telemetry, profile.ort,
+            level=optimization, progress=default_progress(context.log.info, every=progress_every),
+        )
+    frame = pd.DataFrame(rows).assign(
         stress_level=level,
         batch_size=batch,
         device=device_name(profile.device),
         ep=profile.execution_provider,
-        run_id=run_id,
+        run_id=context.run_id,
     )
+    partition = {"stress_level": level, "batch_size": batch, "ep": profile.execution_provider}
+    hase.warehouse().replace_partition(table, partition, frame)
+    return frame
 
 
 @dg.asset(
@@ -74,11 +93,9 @@ def _with_partition(rows: list[dict], level: float, batch: int, profile: Profile
 def kernel_benchmarks(
     context: dg.AssetExecutionContext, hase: HaseResource, stressor: StressorResource
 ) -> dg.MaterializeResult:
-    level, batch = stress_and_batch_of(context)
-    profile = hase.profile()
-    ep = profile.execution_provider
-    store = hase.warehouse()
-    kernels = store.query(
+    _, batch = stress_and_batch_of(context)
+    ep = hase.profile().execution_provider
+    kernels = hase.warehouse().query(
         """SELECT m.instance_id, m.family, m.path, any_value(k.inputs_json) AS inputs_json,
                   any_value(k.outputs_json) AS outputs_json, any_value(k.attributes_json) AS attributes_json,
                   any_value(k.flops) AS flops, any_value(k.input_bytes) AS input_bytes,
@@ -94,13 +111,8 @@ def kernel_benchmarks(
         BenchmarkTarget(Path(row.path), {k: v for k, v in row._asdict().items() if k not in ("path", "Index")})
         for row in kernels.itertuples()
     ]
-    with _under_load(profile, stressor, level, context.log.info) as sampler:
-        rows = run_benchmarks(
-            targets, ep, sampler, profile.kernel_timing, profile.telemetry, profile.ort,
-            level="disable", progress=default_progress(context.log.info),
-        )
-    frame = _with_partition(rows, level, batch, profile, context.run_id)
-    store.replace_partition("kernel_benchmarks", {"stress_level": level, "batch_size": batch, "ep": ep}, frame)
+    # Kernels run as extracted: their graph is already ORT's optimized one.
+    frame = _measure_partition(context, hase, stressor, targets, "kernel_benchmarks", "disable", progress_every=25)
     failed = frame.loc[frame["status"] != "ok", "error"].tolist()
     return dg.MaterializeResult(
         metadata=_summary(frame, "family"),
@@ -123,11 +135,8 @@ def kernel_benchmarks(
 def model_benchmarks(
     context: dg.AssetExecutionContext, hase: HaseResource, stressor: StressorResource
 ) -> dg.MaterializeResult:
-    level, batch = stress_and_batch_of(context)
-    profile = hase.profile()
-    ep = profile.execution_provider
-    store = hase.warehouse()
-    models = store.query(
+    _, batch = stress_and_batch_of(context)
+    models = hase.warehouse().query(
         "SELECT variant_id, model_name, input_size, path FROM model_files WHERE batch_size = ? ORDER BY variant_id",
         [batch],
     )
@@ -138,13 +147,7 @@ def model_benchmarks(
         for row in models.itertuples()
     ]
     # A user runs the model as exported, so ORT optimizes it (ORT_ENABLE_ALL) as it would for them.
-    with _under_load(profile, stressor, level, context.log.info) as sampler:
-        rows = run_benchmarks(
-            targets, ep, sampler, profile.model_timing, profile.telemetry, profile.ort,
-            level="all", progress=default_progress(context.log.info, every=1),
-        )
-    frame = _with_partition(rows, level, batch, profile, context.run_id)
-    store.replace_partition("model_benchmarks", {"stress_level": level, "batch_size": batch, "ep": ep}, frame)
+    frame = _measure_partition(context, hase, stressor, targets, "model_benchmarks", "all", progress_every=1)
     metadata = _summary(frame, "variant_id")
     metadata["latency"] = dg.MetadataValue.md(
         frame[["variant_id", "mean_ms", "median_ms", "p90_ms", "n"]].to_markdown(index=False)

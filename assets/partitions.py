@@ -8,12 +8,15 @@ from hase_dagster.errors import HaseError
 batch_size_partitions = dg.DynamicPartitionsDefinition(name="batch_size")
 
 
-def batch_size_of(context: dg.AssetExecutionContext) -> int:
-    """The batch size of the running partition, validated."""
-    key = context.partition_key
+def _batch_size(key: str) -> int:
     if not key.isdigit() or int(key) <= 0:
         raise HaseError(f"batch size partition must be a positive integer, got {key!r}")
     return int(key)
+
+
+def batch_size_of(context: dg.AssetExecutionContext) -> int:
+    """The batch size of the running partition, validated."""
+    return _batch_size(context.partition_key)
 
 
 def _stress_levels() -> list[str]:
@@ -34,7 +37,4 @@ def stress_and_batch_of(context: dg.AssetExecutionContext) -> tuple[float, int]:
     if not isinstance(key, dg.MultiPartitionKey):
         raise HaseError(f"expected a stress_level|batch_size partition, got {key!r}")
     dimensions = key.keys_by_dimension
-    batch = dimensions["batch_size"]
-    if not batch.isdigit() or int(batch) <= 0:
-        raise HaseError(f"batch size partition must be a positive integer, got {batch!r}")
-    return float(dimensions["stress_level"]), int(batch)
+    return float(dimensions["stress_level"]), _batch_size(dimensions["batch_size"])

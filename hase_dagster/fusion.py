@@ -245,6 +245,7 @@ def _match_tensors(
     """
     names = list(original_fp)
     table = np.array([original_fp[n] for n in names]) if names else np.zeros((0, 5))
+    position = {name: i for i, name in enumerate(names)}
     matches: dict[str, str] = {}
     for name, fp in optimized_fp.items():
         distance = _relative_distance(table, fp)
@@ -257,7 +258,7 @@ def _match_tensors(
             continue
         shape = optimized_shapes.get(name, ())
         pool = [c for c in candidates if shape and original_shapes.get(c) == shape] or candidates
-        by_name = {c: distance[names.index(c)] for c in pool}
+        by_name = {c: distance[position[c]] for c in pool}
         best = min(by_name.values())
         # Equal values (a view or a transpose of one tensor) tie: take the earliest of them.
         closest = [c for c, d in by_name.items() if d <= best + 1e-9]
