@@ -5,20 +5,21 @@ the domain code in ``hase_dagster``, and replaces its partition's rows.
 """
 
 
+import functools
 import json
 from collections import Counter
 from datetime import datetime, timezone
+from pathlib import Path
 
 import dagster as dg
-import onnx
 import pandas as pd
 
 from assets.partitions import batch_size_of, batch_size_partitions
-from hase_dagster.catalog import build_catalog, catalog_document, load_catalog
-from hase_dagster.fusion import map_fusions
-from hase_dagster.graph_analysis import OptimizedGraph, optimize_and_profile
-from hase_dagster.kernel_models import inputs_path, write_kernel_model
+from hase_dagster.analysis import CatalogTask, catalog_variant, optimize_and_save, write_variant_kernels
+from hase_dagster.catalog import load_catalog
+from hase_dagster.kernel_models import inputs_path
 from hase_dagster.model_dag import build_dag, save_dag
+from hase_dagster.parallel import map_variants
 from hase_dagster.zoo import export_variant, variants
 from resources.hase import HaseResource
 
@@ -52,8 +53,9 @@ def onnx_models(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Mat
     profile = hase.profile()
     paths = hase.paths()
     rows = []
-    for variant in variants(profile, batch_size):
-        exported = export_variant(variant, paths.models, profile.opset)
+    zoo = variants(profile, batch_size)
+    export = functools.partial(export_variant, out_dir=paths.models, opset=profile.opset, ep=profile.execution_provider)
+    for variant, exported in zip(zoo, map_variants(export, zoo, profile.analysis_workers)):
         context.log.info(f"exported {exported.variant_id}: {exported.size_bytes / 1e6:.1f} MB")
         rows.append(
             {
@@ -68,6 +70,7 @@ def onnx_models(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Mat
                 "outputs_json": json.dumps(exported.outputs),
                 "run_id": context.run_id,
                 "created_at": datetime.now(timezone.utc).replace(tzinfo=None),
+                "held_out": variant.model.held_out,
             }
         )
     frame = pd.DataFrame(rows)
@@ -93,10 +96,10 @@ def optimized_graphs(context: dg.AssetExecutionContext, hase: HaseResource) -> d
     paths = hase.paths()
     rows = []
     op_counts: Counter[str] = Counter()
-    for variant_id, source in _variant_files(hase, batch_size).itertuples(index=False):
-        target = paths.optimized(ep) / f"{variant_id}.onnx"
-        graph = optimize_and_profile(source, target, ep, profile.ort)
-        graph.save(target.with_suffix(".json"))
+    files = _variant_files(hase, batch_size)
+    tasks = [(source, paths.optimized(ep) / f"{variant_id}.onnx") for variant_id, source in files.itertuples(index=False)]
+    graphs = map_variants(functools.partial(optimize_and_save, ep=ep, options=profile.ort), tasks, profile.analysis_workers)
+    for variant_id, (_, target), graph in zip(files["variant_id"], tasks, graphs):
         for node in graph.nodes:
             op_counts[node.qualified_op] += 1
             rows.append(
@@ -142,12 +145,18 @@ def kernel_catalog(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.
     rows = []
     families: Counter[str] = Counter()
     unmapped: dict[str, list[str]] = {}
-    for variant_id, source in _variant_files(hase, batch_size).itertuples(index=False):
-        graph = OptimizedGraph.load(paths.optimized(ep) / f"{variant_id}.json")
-        fusion = map_fusions(source, graph, profile.ort)
-        kernels = build_catalog(variant_id, graph, fusion)
-        document = catalog_document(variant_id, ep, kernels, fusion)
-        (paths.catalogs(ep) / f"{variant_id}.json").write_text(json.dumps(document, indent=1, default=str))
+    zoo = {v.variant_id: v for v in variants(profile, batch_size)}
+    tasks = [
+        CatalogTask(
+            variant_id, Path(source), paths.optimized(ep) / f"{variant_id}.json", paths.catalogs(ep) / f"{variant_id}.json",
+            twin=zoo.get(variant_id) if batch_size > 1 else None,
+        )
+        for variant_id, source in _variant_files(hase, batch_size).itertuples(index=False)
+    ]
+    catalog = functools.partial(catalog_variant, fusion_dir=paths.fusion_maps(ep), opset=profile.opset, options=profile.ort)
+    for task, (kernels, document, origin) in zip(tasks, map_variants(catalog, tasks, profile.analysis_workers)):
+        variant_id = task.variant_id
+        context.log.info(f"{variant_id}: fusion map {origin}")
         if document["unmapped_original_ops"]:
             unmapped[variant_id] = document["unmapped_original_ops"]
         for kernel in kernels:
@@ -212,21 +221,21 @@ def kernel_onnx(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Mat
     ep = profile.execution_provider
     paths = hase.paths()
     written: dict[str, dict] = {}
-    for variant_id, _ in _variant_files(hase, batch_size).itertuples(index=False):
-        _, kernels = load_catalog(paths.catalogs(ep) / f"{variant_id}.json")
-        optimized_model = onnx.load(str(paths.optimized(ep) / f"{variant_id}.onnx"))
-        for kernel in kernels:
-            if kernel.instance_id in written:
-                written[kernel.instance_id]["used_by"] += 1
+    variant_ids = _variant_files(hase, batch_size)["variant_id"].tolist()
+    tasks = [(paths.optimized(ep) / f"{v}.onnx", paths.catalogs(ep) / f"{v}.json") for v in variant_ids]
+    write = functools.partial(write_variant_kernels, out_dir=paths.kernels(ep), ep=ep, options=profile.ort)
+    for variant_id, kernels in zip(variant_ids, map_variants(write, tasks, profile.analysis_workers)):
+        for instance_id, family, path in kernels:
+            if instance_id in written:
+                written[instance_id]["used_by"] += 1
                 continue
-            path = write_kernel_model(optimized_model, kernel, paths.kernels(ep), ep, profile.ort)
-            written[kernel.instance_id] = {
-                "instance_id": kernel.instance_id,
+            written[instance_id] = {
+                "instance_id": instance_id,
                 "ep": ep,
                 "batch_size": batch_size,
-                "family": kernel.family,
+                "family": family,
                 "path": str(path),
-                "inputs_path": str(inputs_path(path)),
+                "inputs_path": str(inputs_path(path)) if inputs_path(path).exists() else "",
                 "used_by": 1,
                 "run_id": context.run_id,
             }

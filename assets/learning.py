@@ -141,8 +141,10 @@ def evaluation_report(context: dg.AssetExecutionContext, hase: HaseResource) -> 
         metadata={
             "ep": ep,
             "report": dg.MetadataValue.path(str(out_dir / "evaluation.md")),
-            "mean_mape_pct": float(overall.loc["trained_on_all", "mean_mape_pct"]),
-            "held_out_architecture_mean_mape_pct": float(overall.loc["held_out_architecture", "mean_mape_pct"]),
+            **{
+                ("mean_mape_pct" if setting == "trained_on_all" else f"{setting}_mean_mape_pct"): float(value)
+                for setting, value in overall["mean_mape_pct"].items()
+            },
             "summary": dg.MetadataValue.md(result.summary.round(2).to_markdown(index=False)),
             "scatter": dg.MetadataValue.md(f"![predicted vs measured](data:image/png;base64,{encoded})"),
         }

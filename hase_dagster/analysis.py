@@ -3,18 +3,24 @@
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import networkx as nx
+import onnx
 
-from hase_dagster.catalog import Kernel, build_catalog, catalog_document
+from hase_dagster.catalog import Kernel, build_catalog, catalog_document, load_catalog
 from hase_dagster.config import OrtOptions
 from hase_dagster.fusion import FusionMap, map_fusions
+from hase_dagster.fusion_reuse import batch_one_twin, map_fusions_reusing
 from hase_dagster.graph_analysis import OptimizedGraph, optimize_and_profile
+from hase_dagster.kernel_models import write_kernel_model
 from hase_dagster.model_dag import build_dag
 from hase_dagster.ort_runtime import EpName, load_onnx
+from hase_dagster.zoo import ModelVariant
 
 
 @dataclass
@@ -48,3 +54,60 @@ def analyze_model(
     fusion = map_fusions(source, optimized, options)
     kernels = build_catalog(variant_id, optimized, fusion)
     return ModelAnalysis(variant_id, ep, optimized, fusion, kernels, build_dag(variant_id, ep, kernels))
+
+
+# Per-variant steps of the analysis assets, picklable so that `parallel.map_variants` can run them
+# in worker processes.
+
+
+def optimize_and_save(
+    source_and_target: tuple[str | Path, Path], ep: EpName, options: OrtOptions | None = None
+) -> OptimizedGraph:
+    """``optimize_and_profile`` of one variant, with its graph description saved beside the model."""
+    source, target = source_and_target
+    graph = optimize_and_profile(source, target, ep, options)
+    graph.save(target.with_suffix(".json"))
+    return graph
+
+
+@dataclass(frozen=True)
+class CatalogTask:
+    """One variant's inputs to the kernel catalog; ``twin`` is its zoo variant when a batch-1 twin
+    may stand in for fingerprinting."""
+
+    variant_id: str
+    source: Path
+    graph_json: Path
+    catalog_json: Path
+    twin: ModelVariant | None = None
+
+
+def catalog_variant(
+    task: CatalogTask, fusion_dir: Path, opset: int, options: OrtOptions | None = None
+) -> tuple[list[Kernel], dict, str]:
+    """Map fusions (reusing cached maps), build the catalog and write it as JSON.
+
+    Returns the kernels, the catalog document and where the fusion map came from.
+    """
+    graph = OptimizedGraph.load(task.graph_json)
+    with tempfile.TemporaryDirectory() as scratch:
+        twin = batch_one_twin(task.twin, scratch, opset, graph.ep, options) if task.twin else None
+        fusion, origin = map_fusions_reusing(task.source, graph, fusion_dir, options, twin)
+    kernels = build_catalog(task.variant_id, graph, fusion)
+    document = catalog_document(task.variant_id, graph.ep, kernels, fusion)
+    task.catalog_json.parent.mkdir(parents=True, exist_ok=True)
+    task.catalog_json.write_text(json.dumps(document, indent=1, default=str))
+    return kernels, document, origin
+
+
+def write_variant_kernels(
+    optimized_and_catalog: tuple[Path, Path], out_dir: Path, ep: EpName, options: OrtOptions | None = None
+) -> list[tuple[str, str, Path]]:
+    """Write the standalone model of every kernel of one variant; (instance, family, path) per kernel."""
+    optimized_path, catalog_path = optimized_and_catalog
+    _, kernels = load_catalog(catalog_path)
+    optimized_model = onnx.load(str(optimized_path))
+    return [
+        (kernel.instance_id, kernel.family, write_kernel_model(optimized_model, kernel, out_dir, ep, options))
+        for kernel in kernels
+    ]

@@ -35,6 +35,9 @@ class ZooModel(_Strict):
     nhead: PositiveInt = 12
     dim_feedforward: PositiveInt = 3072
     num_layers: PositiveInt = 12
+    # Never trained on: only measured as a whole model (its kernels at idle, for the load-blind
+    # baseline), so the evaluation reports how Hase does on an architecture it never saw.
+    held_out: bool = False
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ZooModel:
@@ -105,6 +108,8 @@ class Profile(_Strict):
     kernel_timing: TimingOptions = TimingOptions()
     model_timing: TimingOptions = TimingOptions(warmup=5, min_loops=10, max_seconds=3.0)
     telemetry: TelemetryOptions = TelemetryOptions()
+    # Processes that analyse model variants at once (never used for timing).
+    analysis_workers: PositiveInt = 1
 
     @model_validator(mode="after")
     def _unique_model_names(self) -> Profile:

@@ -1,8 +1,9 @@
 """Predicted vs measured whole-model latency, per model and stress level, with baselines.
 
-Two settings: ``trained_on_all`` (the predictor that ships, which has seen every zoo model) and
-``held_out_architecture`` (for each architecture, a predictor trained without any kernel instance
-or measurement of it: the honest figure for a new model). Baselines on the same cases:
+Three settings: ``trained_on_all`` (the predictor that ships, which has seen every zoo model),
+``held_out_architecture`` (for each zoo architecture, a predictor trained without any kernel
+instance or measurement of it) and ``never_seen`` (the profile's held-out models, which no
+predictor trained on: the honest figure for a new model). Baselines on the same cases:
 ``flops_proportional`` (model ms = c x FLOPs, c fitted per stress level on the other architectures)
 and ``idle_kernel_sum`` (sum of the model's kernels measured alone on an idle device: what a
 load-blind predictor says).
@@ -48,35 +49,52 @@ def _kernel_errors(store: Warehouse, ep: str, variant: str, level: float, predic
     return "; ".join(f"{f} pred {p:.3f} vs {t:.3f} ms" for _, f, p, t in errors[:top])
 
 
+def _idle_kernel_sums(store: Warehouse, ep: str) -> pd.Series:
+    """Per variant, the sum of its kernels' idle means; only where every kernel was measured."""
+    sums = store.query(
+        """SELECT k.variant_id, sum(b.mean_ms) AS idle_sum_ms, count(b.mean_ms) AS measured, count(*) AS kernels
+           FROM kernels k LEFT JOIN kernel_benchmarks b
+             ON b.instance_id = k.instance_id AND b.ep = k.ep AND b.batch_size = k.batch_size
+            AND b.stress_level = 0 AND b.status = 'ok'
+           WHERE k.ep = ? GROUP BY 1""",
+        [ep],
+    ).set_index("variant_id")
+    return sums["idle_sum_ms"].where(sums["measured"] == sums["kernels"])
+
+
 def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Evaluation:
-    """Evaluate every measured zoo model of ``ep`` at every stress level."""
+    """Evaluate every measured model of ``ep`` at every stress level, in three settings:
+    ``trained_on_all`` and ``held_out_architecture`` for the zoo, ``never_seen`` for held-out models."""
     models = measured_models(store, ep)
     kernels = kernels_by_variant(store, ep)
     models = models[models["variant_id"].isin(kernels)]
+    never_seen = models["held_out"].astype(bool)
     shipped = shipped or train_predictor(store, ep)
     held_out = {
         a: train_predictor(store, ep, exclude_architecture=a, kind=shipped.regressor.kind)
-        for a in sorted(models["architecture"].unique())
+        for a in sorted(models.loc[~never_seen, "architecture"].unique())
     }
-    idle_sums = store.query(
-        """SELECT k.variant_id, sum(b.mean_ms) AS idle_sum_ms FROM kernels k JOIN kernel_benchmarks b
-           USING (instance_id, ep, batch_size) WHERE k.ep = ? AND b.stress_level = 0 AND b.status = 'ok' GROUP BY 1""",
-        [ep],
-    ).set_index("variant_id")["idle_sum_ms"]
+    idle_sums = _idle_kernel_sums(store, ep)
     flops = {v: float(sum(k.flops for k in ks)) for v, ks in kernels.items()}
+    zoo = models[~never_seen]
     rows = []
     predictions = {}
     for row in models.to_dict("records"):
         load = background_load(row)
         variant, level = row["variant_id"], float(row["stress_level"])
-        others = models[(models["architecture"] != row["architecture"]) & (models["stress_level"] == level)]
+        others = zoo[(zoo["architecture"] != row["architecture"]) & (zoo["stress_level"] == level)]
         per_flop = float(np.median(others["mean_ms"] / others["variant_id"].map(flops))) if len(others) else float("nan")
-        for setting, predictor in (("trained_on_all", shipped), ("held_out_architecture", held_out[row["architecture"]])):
+        settings = (
+            (("never_seen", shipped),) if row["held_out"]
+            else (("trained_on_all", shipped), ("held_out_architecture", held_out[row["architecture"]]))
+        )
+        for setting, predictor in settings:
             prediction = predict_model(variant, kernels[variant], predictor.regressor, predictor.composition, load,
                                        f"measured background at stress {level:.2f}", int(row["batch_size"]))
             predictions[(setting, variant, level)] = prediction
             rows.append({
-                "setting": setting, "variant_id": variant, "architecture": row["architecture"], "stress_level": level,
+                "setting": setting, "variant_id": variant, "architecture": row["architecture"],
+                "input_size": int(row["input_size"]), "batch_size": int(row["batch_size"]), "stress_level": level,
                 "measured_mean_ms": row["mean_ms"], "measured_p90_ms": row["p90_ms"],
                 "predicted_mean_ms": prediction.predicted_ms, "predicted_p90_ms": prediction.p90_ms,
                 "critical_path_ms": prediction.critical_path_ms, "kernel_sum_ms": prediction.sequential_sum_ms,
@@ -86,15 +104,19 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
             })
     cases = pd.DataFrame(rows)
     cases["error_pct"] = (cases["predicted_mean_ms"] / cases["measured_mean_ms"] - 1) * 100
-    summary = _summary(cases)
-    worst = cases[cases["setting"] == "held_out_architecture"].reindex(
-        cases[cases["setting"] == "held_out_architecture"]["error_pct"].abs().sort_values(ascending=False).index
-    ).head(5).copy()
+    worst = (
+        cases.assign(abs_error=cases["error_pct"].abs())
+        .sort_values("abs_error", ascending=False)
+        .groupby("setting", sort=False)
+        .head(5)
+        .drop(columns="abs_error")
+    )
     worst["largest_kernel_errors"] = [
-        _kernel_errors(store, ep, r.variant_id, r.stress_level, predictions[("held_out_architecture", r.variant_id, r.stress_level)])
+        _kernel_errors(store, ep, r.variant_id, r.stress_level, predictions[(r.setting, r.variant_id, r.stress_level)])
         for r in worst.itertuples()
     ]
-    return Evaluation(cases, summary, worst, _markdown(ep, cases, summary, worst))
+    summaries = {by: _summary(cases, by) for by in ("stress_level", "batch_size", "input_size", "architecture")}
+    return Evaluation(cases, summaries["stress_level"], worst, _markdown(ep, cases, summaries, worst))
 
 
 def _scores(frame: pd.DataFrame, column: str, truth: str = "measured_mean_ms") -> tuple[float, float]:
@@ -104,16 +126,18 @@ def _scores(frame: pd.DataFrame, column: str, truth: str = "measured_mean_ms") -
     return mape(frame.loc[ok, column].to_numpy(), frame.loc[ok, truth].to_numpy()), within(frame.loc[ok, column].to_numpy(), frame.loc[ok, truth].to_numpy())
 
 
-def _summary(cases: pd.DataFrame) -> pd.DataFrame:
+def _summary(cases: pd.DataFrame, by: str = "stress_level") -> pd.DataFrame:
+    """MAPE and share within +-10% of mean and p90, and both baselines, per setting and ``by``
+    value, with an ``all`` row per setting."""
     out = []
     for setting, by_setting in cases.groupby("setting", sort=False):
-        for level, group in [*by_setting.groupby("stress_level"), ("all", by_setting)]:
+        for value, group in [*by_setting.groupby(by), ("all", by_setting)]:
             mean_mape, mean_within = _scores(group, "predicted_mean_ms")
             p90_mape, p90_within = _scores(group, "predicted_p90_ms", "measured_p90_ms")
             flops_mape, _ = _scores(group, "flops_proportional_ms")
             idle_mape, _ = _scores(group, "idle_kernel_sum_ms")
             out.append({
-                "setting": setting, "stress_level": level, "cases": len(group),
+                "setting": setting, by: value, "cases": len(group),
                 "mean_mape_pct": mean_mape, "mean_within_10_pct": mean_within,
                 "p90_mape_pct": p90_mape, "p90_within_10_pct": p90_within,
                 "flops_proportional_mape_pct": flops_mape, "idle_kernel_sum_mape_pct": idle_mape,
@@ -121,17 +145,27 @@ def _summary(cases: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _markdown(ep: str, cases: pd.DataFrame, summary: pd.DataFrame, worst: pd.DataFrame) -> str:
+def _markdown(ep: str, cases: pd.DataFrame, summaries: dict[str, pd.DataFrame], worst: pd.DataFrame) -> str:
     table = lambda f: f.round(3).to_markdown(index=False) if len(f) else "_none_"  # noqa: E731
     columns = ["setting", "variant_id", "stress_level", "measured_mean_ms", "predicted_mean_ms", "error_pct",
                "measured_p90_ms", "predicted_p90_ms", "critical_path_ms", "fallback_kernels"]
-    return "\n\n".join([
-        f"# Hase evaluation on {ep}",
-        "## Summary (MAPE and share within +-10%, in %)\n\n" + table(summary),
-        "## Worst five (held-out architecture)\n\n"
-        + table(worst[["variant_id", "stress_level", "measured_mean_ms", "predicted_mean_ms", "error_pct", "largest_kernel_errors"]]),
+    settings = (
+        "Settings: `trained_on_all` is the predictor that ships, evaluated on the zoo it was trained on; "
+        "`held_out_architecture` predicts each zoo architecture with a predictor trained without it; "
+        "`never_seen` predicts the profile's held-out models, which no predictor ever trained on. "
+        "Baselines on the same cases: FLOPs-proportional (ms per FLOP fitted per stress level on the other "
+        "zoo architectures) and the load-blind sum of the model's kernels measured on an idle device."
+    )
+    parts = [f"# Hase evaluation on {ep}", settings]
+    for by, frame in summaries.items():
+        parts.append(f"## By {by.replace('_', ' ')} (MAPE and share within +-10%, in %)\n\n" + table(frame))
+    parts += [
+        "## Worst five per setting\n\n"
+        + table(worst[["setting", "variant_id", "stress_level", "measured_mean_ms", "predicted_mean_ms", "error_pct",
+                       "fallback_kernels", "largest_kernel_errors"]]),
         "## Every case\n\n" + table(cases[columns]),
-    ])
+    ]
+    return "\n\n".join(parts)
 
 
 def overlap_section(optimized_dir: str | os.PathLike[str]) -> str:

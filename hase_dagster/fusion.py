@@ -15,6 +15,7 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import networkx as nx
 import numpy as np
@@ -23,7 +24,7 @@ from onnx import helper, numpy_helper, shape_inference
 
 from hase_dagster.config import OrtOptions
 from hase_dagster.graph_analysis import OptimizedGraph, OptimizedNode, name_all_nodes
-from hase_dagster.ort_runtime import EpName, make_session, random_inputs
+from hase_dagster.ort_runtime import EpName, make_session, quick_search, random_inputs
 
 # Ops that compute nothing at inference time: absorbed, but left out of family names.
 NO_OP_TYPES = frozenset({"Identity", "Dropout"})
@@ -62,6 +63,29 @@ class FusionMap:
     matched_tensors: int = 0
     fingerprinted_tensors: int = 0
     perturbed_twin: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        ops = lambda items: [[op.index, op.name, op.op_type] for op in items]  # noqa: E731
+        return {
+            "absorbed": {name: ops(items) for name, items in self.absorbed.items()},
+            "folded": ops(self.folded),
+            "unmapped": ops(self.unmapped),
+            "matched_tensors": self.matched_tensors,
+            "fingerprinted_tensors": self.fingerprinted_tensors,
+            "perturbed_twin": self.perturbed_twin,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FusionMap:
+        ops = lambda items: [OriginalOp(int(i), str(n), str(t)) for i, n, t in items]  # noqa: E731
+        return cls(
+            absorbed={name: ops(items) for name, items in data["absorbed"].items()},
+            folded=ops(data["folded"]),
+            unmapped=ops(data["unmapped"]),
+            matched_tensors=int(data["matched_tensors"]),
+            fingerprinted_tensors=int(data["fingerprinted_tensors"]),
+            perturbed_twin=bool(data["perturbed_twin"]),
+        )
 
     def family(self, node: OptimizedNode) -> str:
         """Canonical family name: the absorbed original op types in order, or the node's own op
@@ -140,9 +164,7 @@ def run_fingerprints(
         for name in chunk:
             if name not in existing_outputs:
                 probe.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
-        # Values, not speed, matter here: a heuristic cuDNN choice spares the exhaustive search.
-        fast = (options or OrtOptions()).model_copy(update={"cudnn_conv_algo_search": "HEURISTIC"})
-        session = make_session(probe.SerializeToString(), ep, fast, level="disable", exact=True)
+        session = make_session(probe.SerializeToString(), ep, quick_search(options), level="disable", exact=True)
         names = [o.name for o in session.get_outputs()]
         results = session.run(names, random_inputs(session, feeds_seed))
         for name, value in zip(names, results):

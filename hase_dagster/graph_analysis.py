@@ -20,7 +20,7 @@ import onnx
 from onnx import helper
 
 from hase_dagster.config import OrtOptions
-from hase_dagster.ort_runtime import EpName, load_onnx, make_session, random_inputs
+from hase_dagster.ort_runtime import EpName, load_onnx, make_session, quick_search, random_inputs
 
 PROFILE_RUNS = 3
 
@@ -221,7 +221,8 @@ def optimize_and_profile(
     model.ir_version = min(model.ir_version, 10)
     onnx.save(model, str(optimized_path))
     with tempfile.TemporaryDirectory() as tmp:
-        session = make_session(optimized_path, ep, options, level="disable", profile_prefix=Path(tmp) / "p")
+        # Shapes and node order are wanted here, not speed: no exhaustive cuDNN search.
+        session = make_session(optimized_path, ep, quick_search(options), level="disable", profile_prefix=Path(tmp) / "p")
         feeds = random_inputs(session)
         for _ in range(PROFILE_RUNS):
             session.run(None, feeds)

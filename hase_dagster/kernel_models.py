@@ -18,7 +18,7 @@ from hase_dagster.catalog import Kernel
 from hase_dagster.config import OrtOptions
 from hase_dagster.errors import ModelLoadError
 from hase_dagster.graph_analysis import TensorInfo
-from hase_dagster.ort_runtime import MAX_IR_VERSION, EpName, make_session, random_inputs
+from hase_dagster.ort_runtime import MAX_IR_VERSION, EpName, make_session, quick_search, random_inputs
 
 _ONNX_TYPE = {
     "float": onnx.TensorProto.FLOAT,
@@ -30,6 +30,11 @@ _ONNX_TYPE = {
     "uint8": onnx.TensorProto.UINT8,
     "bool": onnx.TensorProto.BOOL,
 }
+
+
+# Dummy inputs are saved up to this size; larger ones (a batch-128 convolution reads GBs) are drawn
+# again at run time, or the kernel files of one batch size would outgrow the disk.
+SAVED_INPUT_BYTES = 64 * 1024**2
 
 
 def _value_info(tensor: TensorInfo) -> onnx.ValueInfoProto:
@@ -82,24 +87,28 @@ def write_kernel_model(
     ep: EpName,
     options: OrtOptions | None = None,
 ) -> Path:
-    """Write ``kernel``'s model and dummy inputs (once per instance) and validate it on ``ep``.
+    """Write ``kernel``'s model and dummy inputs (once per instance, inputs up to
+    ``SAVED_INPUT_BYTES``) and validate it on ``ep``.
 
-    Validation runs the model once with optimizations disabled, so the node runs as in the graph.
+    Validation runs the model once with optimizations disabled, so the node runs as in the graph
+    (with cuDNN's heuristic choice: the benchmark does the exhaustive search it times).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{kernel.file_stem}.onnx"
-    if not (path.exists() and inputs_path(path).exists()):
+    if not path.exists():
         model = build_kernel_model(optimized_model, kernel)
-        partial = path.with_suffix(".partial.onnx")
+        partial = path.with_suffix(f".{os.getpid()}.partial.onnx")  # workers may write the same instance
         onnx.save(model, str(partial))
         try:
-            session = make_session(partial, ep, options, level="disable")
+            session = make_session(partial, ep, quick_search(options), level="disable")
             feeds = random_inputs(session, seed=1)
             session.run(None, feeds)
         except Exception as exc:
             partial.unlink(missing_ok=True)
             raise ModelLoadError(f"kernel model {path.name} ({kernel.family}) does not run: {exc}") from exc
-        np.savez(inputs_path(path), **feeds)
+        if sum(value.nbytes for value in feeds.values()) <= SAVED_INPUT_BYTES:
+            np.savez(inputs_path(partial), **feeds)
+            inputs_path(partial).replace(inputs_path(path))
         partial.replace(path)
     return path

@@ -80,9 +80,10 @@ def kernels_by_variant(store: Warehouse, ep: str) -> dict[str, list[Kernel]]:
 
 
 def measured_models(store: Warehouse, ep: str) -> pd.DataFrame:
-    """Whole-model benchmark rows (ok) with the architecture of each variant."""
+    """Whole-model benchmark rows (ok) with each variant's architecture, input size and held-out flag."""
     return store.query(
-        """SELECT b.*, f.model_name AS architecture FROM model_benchmarks b JOIN model_files f USING (variant_id)
+        """SELECT b.*, f.model_name AS architecture, f.held_out
+           FROM model_benchmarks b JOIN model_files f USING (variant_id)
            WHERE b.ep = ? AND b.status = 'ok' ORDER BY b.variant_id, b.stress_level""",
         [ep],
     )
@@ -109,9 +110,10 @@ def composition_points(
 def train_predictor(store: Warehouse, ep: str, exclude_architecture: str | None = None, kind: str | None = None) -> Predictor:
     """Regressor on kernel benchmarks and composition on model benchmarks of ``ep``; with
     ``exclude_architecture``, nothing of that architecture is seen (no kernel instance it uses, no
-    measurement of it)."""
+    measurement of it). Held-out models (``held_out`` in the profile) are never seen."""
     rows = training_rows(store, ep)
     models = measured_models(store, ep)
+    models = models[~models["held_out"].astype(bool)]
     if exclude_architecture:
         rows = rows[~rows["architecture"].str.split(",").apply(lambda names: exclude_architecture in names)]
         models = models[models["architecture"] != exclude_architecture]

@@ -44,6 +44,12 @@ def _preload_cuda_libraries() -> None:
         pass
 
 
+def quick_search(options: OrtOptions | None) -> OrtOptions:
+    """``options`` with cuDNN's heuristic algorithm choice: for runs whose values matter and whose
+    speed does not (validation, fingerprints), it spares the exhaustive search per convolution."""
+    return (options or OrtOptions()).model_copy(update={"cudnn_conv_algo_search": "HEURISTIC"})
+
+
 def _providers(ep: EpName, options: OrtOptions, exact: bool = False) -> list[str | tuple[str, dict[str, str]]]:
     if ep == "cuda":
         _preload_cuda_libraries()

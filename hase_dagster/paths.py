@@ -26,6 +26,9 @@ class DataPaths:
     def catalogs(self, ep: str) -> Path:
         return self.root / "catalogs" / ep
 
+    def fusion_maps(self, ep: str) -> Path:
+        return self.root / "fusion_maps" / ep
+
     def kernels(self, ep: str) -> Path:
         return self.root / "kernels" / ep
 

@@ -65,6 +65,12 @@ def _bounds(width: int) -> tuple[list[float], list[float]]:
     return lower, upper
 
 
+def _relative_fit(design: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    """Bounded least squares on relative errors: models span 1 to 300 ms, and a plain fit would
+    serve the largest and ignore the smallest."""
+    return lsq_linear(design / measured[:, None], np.ones(len(measured)), bounds=_bounds(design.shape[1])).x
+
+
 @dataclass
 class Composition:
     """Bounded least squares from kernel sums to measured model mean and p90 (ms)."""
@@ -80,8 +86,8 @@ class Composition:
             return cls()
         design = np.array([s.design() for s, _, _ in points])
         with_p90 = np.hstack([design, np.array([[s.p90_ms] for s, _, _ in points])])
-        mean = lsq_linear(design, np.array([m for _, m, _ in points]), bounds=_bounds(design.shape[1])).x
-        p90 = lsq_linear(with_p90, np.array([p for _, _, p in points]), bounds=_bounds(with_p90.shape[1])).x
+        mean = _relative_fit(design, np.array([m for _, m, _ in points]))
+        p90 = _relative_fit(with_p90, np.array([p for _, _, p in points]))
         return cls(mean.tolist(), p90.tolist(), len(points))
 
     def apply(self, sums: Sums) -> tuple[float, float]:

@@ -77,12 +77,12 @@ def _make(kind: str, n_numeric: int, families: list[str], columns: dict[str, int
     if kind == "random_forest":
         from sklearn.ensemble import RandomForestRegressor
 
-        return RandomForestRegressor(n_estimators=200, min_samples_leaf=1, n_jobs=2, random_state=0)
+        return RandomForestRegressor(n_estimators=200, min_samples_leaf=1, n_jobs=-1, random_state=0)
     if kind == "xgboost":
         from xgboost import XGBRegressor
 
         return XGBRegressor(n_estimators=800, max_depth=5, learning_rate=0.03, subsample=0.8,
-                            colsample_bytree=0.8, n_jobs=2, random_state=0)
+                            colsample_bytree=0.8, n_jobs=-1, random_state=0)
     raise ValueError(f"unknown regressor kind {kind!r}")
 
 
@@ -239,12 +239,13 @@ def _held_out_architectures(kind: str, frame: pd.DataFrame, rows: pd.DataFrame, 
 
 
 def training_rows(store: Any, ep: str) -> pd.DataFrame:
-    """Kernel benchmark rows of ``ep`` joined with the catalog and the architectures using each instance."""
+    """Kernel benchmark rows of ``ep`` joined with the catalog and the architectures using each
+    instance. Held-out models do not count: an instance only they use is no training row."""
     return store.query(
         """WITH arch AS (
                SELECT k.instance_id, k.ep, k.batch_size, string_agg(DISTINCT f.model_name, ',') AS architecture,
                       any_value(k.absorbed_ops_json) AS absorbed_ops_json
-               FROM kernels k JOIN model_files f USING (variant_id) GROUP BY ALL)
+               FROM kernels k JOIN model_files f USING (variant_id) WHERE NOT f.held_out GROUP BY ALL)
            SELECT b.*, arch.architecture, arch.absorbed_ops_json
            FROM kernel_benchmarks b JOIN arch USING (instance_id, ep, batch_size)
            WHERE b.ep = ? AND b.status = 'ok' AND b.mean_ms > 0""",

@@ -51,7 +51,10 @@ def benchmark_report(store: Warehouse) -> str:
     kernels = store.query(
         f"""SELECT ep, batch_size, stress_level, count(*) AS kernels, sum(status <> 'ok')::INT AS failed,
                    median(median_ms) AS median_kernel_ms, sum(mean_ms) AS sum_of_means_ms, sum(p90_ms) AS sum_of_p90_ms,
-                   {load} AS background_util
+                   {load} AS background_util,
+                   -- from the first timed window's start to the last one's end: sessions, cuDNN searches
+                   -- and warmups of all but the first kernel included
+                   round(count(*) / ((max(end_ns) - min(start_ns)) / 60e9), 0) AS kernels_per_minute
             FROM kernel_benchmarks GROUP BY ALL ORDER BY ep, batch_size, stress_level"""
     )
     ratio = store.query(

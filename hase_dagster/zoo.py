@@ -14,7 +14,7 @@ import onnx
 
 from hase_dagster.config import Profile, ZooModel
 from hase_dagster.errors import HaseError, UnknownModelError
-from hase_dagster.ort_runtime import make_session, random_inputs
+from hase_dagster.ort_runtime import EpName, make_session, quick_search, random_inputs
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ def build_torch_model(model: ZooModel):  # -> torch.nn.Module (torch imported la
             activation="gelu",
             batch_first=True,
         )
-        # enable_nested_tensor=False and export under grad keep the exportable (non fast-path) ops.
+        # enable_nested_tensor=False and no MHA fast path at export keep the exportable ops.
         return torch.nn.TransformerEncoder(layer, model.num_layers, enable_nested_tensor=False).eval()
     available = set(torchvision.models.list_models(module=torchvision.models))
     if model.name not in available:
@@ -82,8 +82,10 @@ def build_torch_model(model: ZooModel):  # -> torch.nn.Module (torch imported la
     return torchvision.models.get_model(model.name, weights=None).eval()
 
 
-def export_variant(variant: ModelVariant, out_dir: str | os.PathLike[str], opset: int) -> ExportedModel:
-    """Export ``variant`` to ``out_dir/<variant_id>.onnx`` and validate it by one ORT run.
+def export_variant(
+    variant: ModelVariant, out_dir: str | os.PathLike[str], opset: int, ep: EpName = "cpu"
+) -> ExportedModel:
+    """Export ``variant`` to ``out_dir/<variant_id>.onnx`` and validate it by one ORT run on ``ep``.
 
     The file is written under a temporary name and renamed only once it validated, so a failed
     export never leaves a half-written model behind.
@@ -94,14 +96,22 @@ def export_variant(variant: ModelVariant, out_dir: str | os.PathLike[str], opset
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{variant.variant_id}.onnx"
     partial = path.with_suffix(".onnx.partial")
-    module = build_torch_model(variant.model)
+    # Tracing runs the model once: on the GPU profile the GPU traces (a batch-128 encoder at 384
+    # tokens is ~10 TFLOP, tens of seconds on the host's CPU). The graph does not depend on it.
+    device = "cuda" if ep == "cuda" and torch.cuda.is_available() else "cpu"
+    module = build_torch_model(variant.model).to(device)
     if variant.model.kind == "transformer_encoder":
-        example = torch.randn(variant.batch_size, variant.input_size, variant.model.d_model)
+        example = torch.randn(variant.batch_size, variant.input_size, variant.model.d_model, device=device)
     else:
-        example = torch.randn(variant.batch_size, 3, variant.input_size, variant.input_size)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the TorchScript exporter is deprecated but exact on opset
-        with torch.inference_mode(False), torch.enable_grad():
+        example = torch.randn(variant.batch_size, 3, variant.input_size, variant.input_size, device=device)
+    # No autograd record (a batch-128 trace under grad keeps tens of GB of activations), and no
+    # fused attention fast path, whose op the exporter cannot write: the exported graph is the
+    # one a trace under grad gives.
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")  # the TorchScript exporter is deprecated but exact on opset
             torch.onnx.export(
                 module,
                 (example,),
@@ -112,8 +122,13 @@ def export_variant(variant: ModelVariant, out_dir: str | os.PathLike[str], opset
                 output_names=["output"],
                 do_constant_folding=True,
             )
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
+    del module, example
+    if device == "cuda":
+        torch.cuda.empty_cache()  # ORT sessions in this process need the memory next
     try:
-        inputs, outputs = validate_onnx(partial)
+        inputs, outputs = validate_onnx(partial, ep)
     except Exception:
         partial.unlink(missing_ok=True)
         raise
@@ -131,10 +146,11 @@ def export_variant(variant: ModelVariant, out_dir: str | os.PathLike[str], opset
     )
 
 
-def validate_onnx(path: str | os.PathLike[str]) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
-    """Run ``path`` once on the CPU EP; return its input and output shapes."""
+def validate_onnx(path: str | os.PathLike[str], ep: EpName = "cpu") -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """Run ``path`` once on ``ep``; return its input and output shapes. (On the GPU profile the
+    GPU validates: a batch-128 ResNet-50 at 512 px takes seconds on the host's CPU.)"""
     onnx.checker.check_model(str(path))
-    session = make_session(path, "cpu", level="basic")
+    session = make_session(path, ep, quick_search(None), level="basic")
     results = session.run(None, random_inputs(session))
     inputs = {arg.name: list(arg.shape) for arg in session.get_inputs()}
     outputs = {arg.name: list(result.shape) for arg, result in zip(session.get_outputs(), results)}

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import dagster as dg
 import pytest
+import yaml
 
 from assets.analysis import analysis_assets
 from hase_dagster.definitions import defs
@@ -54,6 +55,26 @@ def test_analysis_assets_materialize_twice_without_duplicates(hase: HaseResource
     assert [(c.check_name, c.passed) for c in checks] == [("every_original_op_mapped", True)]
     materialization = first.asset_materializations_for_node("kernel_catalog")[0]
     assert "Conv_Add_Relu" in materialization.metadata["family_counts"].value
+
+
+def test_parallel_analysis_fingerprints_a_batch_one_twin(test_config: Path, tmp_path: Path) -> None:
+    document = yaml.safe_load(test_config.read_text())
+    document["profiles"]["tiny"]["analysis_workers"] = 2
+    test_config.write_text(yaml.safe_dump(document))
+    hase = HaseResource(config_path=str(test_config), data_directory=str(tmp_path / "data"))
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("batch_size", ["3"])
+
+    result = _materialize(hase, "3", instance)
+
+    assert result.success
+    catalog = json.loads((hase.paths().catalogs("cpu") / "resnet18_i64_b3.json").read_text())
+    assert catalog["families"]["Conv_Add_Relu"] == 8 and catalog["unmapped_original_ops"] == []
+    assert len(list(hase.paths().fusion_maps("cpu").glob("*.json"))) == 2
+    logs = [e.message for e in instance.all_logs(result.run_id) if e.message]
+    assert sum("fusion map twin" in m for m in logs) == 2
+    shapes = Warehouse(hase.paths().database).query("SELECT inputs_json FROM kernels WHERE variant_id = 'resnet18_i64_b3'")
+    assert all(json.loads(s)[0]["shape"][0] == 3 for s in shapes["inputs_json"])
 
 
 def test_unknown_model_fails_and_keeps_existing_rows(hase: HaseResource, test_config: Path) -> None:

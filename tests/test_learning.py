@@ -1,5 +1,6 @@
 """Regressor, prediction and evaluation on real measurements of a tiny zoo (in-process Dagster)."""
 
+import copy
 import json
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from hase_dagster.errors import HaseError
 from hase_dagster.learning import Predictor, load_at_level, predictor_path, train_predictor
 from hase_dagster.predict import Composition, Sums
 from hase_dagster.predict_file import resolve_load, with_batch_size
-from hase_dagster.regressor import mape, within
+from hase_dagster.regressor import mape, training_rows, within
 from hase_dagster.zoo import ModelVariant, export_variant
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
@@ -31,7 +32,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Analysis, benchmarks at stress 0 and 0.5, and the learning assets, for batch size 1."""
     root = tmp_path_factory.mktemp("learning")
     config = root / "hase.yaml"
-    config.write_text(yaml.safe_dump(TEST_PROFILE))
+    document = copy.deepcopy(TEST_PROFILE)
+    document["profiles"]["tiny"]["models"].append({"name": "squeezenet1_1", "held_out": True})
+    config.write_text(yaml.safe_dump(document))
     hase = HaseResource(config_path=str(config), data_directory=str(root / "data"))
     resources = {"hase": hase, "stressor": StressorResource(), "prometheus": PrometheusResource(url="http://127.0.0.1:9")}
     instance = dg.DagsterInstance.ephemeral()
@@ -57,13 +60,34 @@ def test_learning_assets_train_predict_and_report(trained: dict) -> None:
     predictions = store.query("SELECT * FROM latency_predictions")
     # every variant at both benchmarked loads; Prometheus is unreachable here, so no current-load row
     assert set(predictions["load_source"]) == {"level=0.00", "level=0.50"}
-    assert len(predictions) == 2 * 2 and (predictions["predicted_ms"] > 0).all()
+    assert len(predictions) == 3 * 2 and (predictions["predicted_ms"] > 0).all()
     assert (predictions["p90_ms"] >= predictions["predicted_ms"]).all()
     report = hase.paths().root / "reports" / "cpu"
     assert (report / "evaluation.png").stat().st_size > 1000
     assert "held_out_architecture" in (report / "evaluation.md").read_text()
     cases = store.query("SELECT * FROM evaluation_cases")
-    assert set(cases["setting"]) == {"trained_on_all", "held_out_architecture"} and len(cases) == 2 * 2 * 2
+    assert len(cases) == 2 * 2 * 2 + 2
+    never_seen = cases[cases["setting"] == "never_seen"]
+    assert set(never_seen["architecture"]) == {"squeezenet1_1"} and never_seen["idle_kernel_sum_ms"].notna().all()
+    assert set(cases.loc[cases["setting"] != "never_seen", "architecture"]) == {"resnet18", "transformer_encoder"}
+
+
+def test_held_out_model_is_measured_but_never_trained_on(trained: dict) -> None:
+    store = trained["hase"].warehouse()
+    only_held_out = store.query(
+        """SELECT k.instance_id FROM kernels k JOIN model_files f USING (variant_id)
+           GROUP BY 1 HAVING bool_and(f.held_out)"""
+    )["instance_id"]
+    assert len(only_held_out) > 5
+    timed = store.query("SELECT instance_id, stress_level FROM kernel_benchmarks")
+    held_out_levels = timed[timed["instance_id"].isin(only_held_out)]["stress_level"]
+    # timed at idle (the load-blind baseline needs it), never under load
+    assert set(held_out_levels) == {0.0}
+    rows = training_rows(store, "cpu")
+    assert not rows["instance_id"].isin(only_held_out).any()
+    assert "squeezenet1_1" not in ",".join(rows["architecture"])
+    models = store.query("SELECT DISTINCT variant_id FROM model_benchmarks")["variant_id"]
+    assert "squeezenet1_1_i64_b1" in set(models)
 
 
 def test_blocking_check_stops_downstream_when_mape_too_high(trained: dict) -> None:

@@ -13,8 +13,11 @@ CREATE TABLE IF NOT EXISTS model_files (
     outputs_json VARCHAR NOT NULL,
     run_id       VARCHAR,
     created_at   TIMESTAMP NOT NULL,
+    held_out     BOOLEAN NOT NULL DEFAULT FALSE,
     PRIMARY KEY (variant_id)
 );
+-- Warehouses written before the column existed.
+ALTER TABLE model_files ADD COLUMN IF NOT EXISTS held_out BOOLEAN DEFAULT FALSE;
 
 CREATE TABLE IF NOT EXISTS optimized_nodes (
     variant_id         VARCHAR NOT NULL,
@@ -113,5 +116,9 @@ CREATE TABLE IF NOT EXISTS evaluation_cases (
     flops_proportional_ms DOUBLE,
     idle_kernel_sum_ms    DOUBLE,
     error_pct             DOUBLE NOT NULL,
+    input_size            INTEGER,
+    batch_size            INTEGER,
     run_id                VARCHAR
 );
+ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS input_size INTEGER;
+ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS batch_size INTEGER;
