@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The GPU run of issue 5 on a `device` machine, in steps that resume: every call runs
+#   bash results/gpu-grid/run.sh BUDGET_S [BUNDLE]
+# which copies the carried wheel bundle, installs once all five are there, then runs the next
+# steps not yet done (analysis per batch size, benchmarks per stress level x batch size, learning,
+# CUPTI, export) until BUDGET_S seconds have passed. Results land in $OUT.
+set -uo pipefail
+budget=${1:?budget in seconds}
+bundle=${2:-}
+started=$SECONDS
+export PYTHONPATH=/tmp/site:$PWD HASE_DATA_DIR=/tmp/hd DAGSTER_HOME=/tmp/dh PYTHONUNBUFFERED=1
+steps=/tmp/hd/steps
+mkdir -p /tmp/gh $steps
+# PY=.venv/bin/python (and no bundle) rehearses the steps on a machine that has the stack.
+export PY=${PY:-python3}
+if [ "$PY" = python3 ]; then
+  [ -n "$bundle" ] && cp -r ".gpuhost/$bundle" /tmp/gh/
+  if [ "$(ls /tmp/gh | wc -l)" -lt 5 ]; then echo "bundles so far: $(ls /tmp/gh)"; exit 0; fi
+  [ -e /tmp/site/.installed ] || { /tmp/gh/bundle1/offline-install /tmp/gh /tmp/site >/tmp/install.log 2>&1 && touch /tmp/site/.installed; } || { tail /tmp/install.log; exit 1; }
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+fi
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+
+hase() { "$PY" -m hase_dagster.cli "$@"; }
+# step NAME ESTIMATE_S COMMAND...: run unless done; skip (and every later step) when fewer than
+# ESTIMATE_S seconds are left. A failed step is reported and retried by the next call.
+out_of_time=0
+step() {
+  local name=$1 estimate=$2; shift 2
+  [ -e "$steps/$name" ] && return 0
+  (( out_of_time )) && return 0
+  if (( SECONDS - started + estimate > budget )); then
+    out_of_time=1; echo "stop before $name: $((SECONDS - started)) s used"; return 0
+  fi
+  local t0=$SECONDS
+  if "$@" > "$steps/$name.log" 2>&1; then
+    touch "$steps/$name"; echo "$name: done in $((SECONDS - t0)) s"
+  else
+    echo "$name: FAILED after $((SECONDS - t0)) s"; tail -40 "$steps/$name.log"
+  fi
+}
+
+for batch in 16 64 128; do
+  step "analysis-b$batch" 150 hase materialize --profile ${PROFILE:-gpu} --stage analysis --batch-size "$batch"
+done
+for level in 0.0 0.5 1.0; do
+  for batch in 16 64 128; do
+    step "benchmark-$level-b$batch" 120 hase materialize --profile ${PROFILE:-gpu} --stage benchmark --stress-level "$level" --batch-size "$batch"
+  done
+done
+step learning 240 hase materialize --profile ${PROFILE:-gpu} --stage learning
+step cupti 60 bash -c '"$PY" -m hase_dagster.cli cupti /tmp/hd/models/*_b16.onnx /tmp/hd/models/*_b128.onnx --runs 20 --optimization all > /tmp/hd/cupti_models.json'
+
+# Every call brings back what exists so far: a machine can be taken back between calls.
+rm -rf /tmp/export && mkdir -p /tmp/export/tables
+hase report --export /tmp/export/tables > /tmp/export/benchmark_report.md
+cp /tmp/hd/reports/*/* /tmp/hd/regressors/*/predictor.schema.json /tmp/hd/cupti_models.json /tmp/export/ 2>/dev/null
+cat $steps/*.log > /tmp/export/steps.log
+tar -C /tmp/export -czf "$OUT/gpu-grid.tar.gz" .
+ls /tmp/export /tmp/export/tables
+echo "steps done: $(ls $steps | grep -vc log) after $((SECONDS - started)) s"
