@@ -40,16 +40,18 @@ step() {
   fi
 }
 
-for batch in 16 64 128; do
-  step "analysis-b$batch" 150 hase materialize --profile ${PROFILE:-gpu} --stage analysis --batch-size "$batch"
-done
-for level in 0.0 0.5 1.0; do
-  for batch in 16 64 128; do
-    step "benchmark-$level-b$batch" 120 hase materialize --profile ${PROFILE:-gpu} --stage benchmark --stress-level "$level" --batch-size "$batch"
+# Batch sizes in the order they are run (BATCHES="16" first: a complete small grid before a bigger
+# one); each step's estimate is what it took on the H100 (analysis, then one benchmark partition).
+batches=${BATCHES:-16 64 128}
+declare -A analysis_s=([16]=120 [64]=130 [128]=240) benchmark_s=([16]=100 [64]=240 [128]=480)
+for batch in $batches; do
+  step "analysis-b$batch" "${analysis_s[$batch]}" hase materialize --profile ${PROFILE:-gpu} --stage analysis --batch-size "$batch"
+  for level in 0.0 0.5 1.0; do
+    step "benchmark-$level-b$batch" "${benchmark_s[$batch]}" hase materialize --profile ${PROFILE:-gpu} --stage benchmark --stress-level "$level" --batch-size "$batch"
   done
 done
-step learning 240 hase materialize --profile ${PROFILE:-gpu} --stage learning
-step cupti 60 bash -c '"$PY" -m hase_dagster.cli cupti /tmp/hd/models/*_b16.onnx /tmp/hd/models/*_b128.onnx --runs 20 --optimization all > /tmp/hd/cupti_models.json'
+step "learning-${batches// /-}" 150 hase materialize --profile ${PROFILE:-gpu} --stage learning
+step cupti 60 bash -c '"$PY" -m hase_dagster.cli cupti /tmp/hd/models/*.onnx --runs 20 --optimization all > /tmp/hd/cupti_models.json'
 
 # Every call brings back what exists so far: a machine can be taken back between calls.
 rm -rf /tmp/export && mkdir -p /tmp/export/tables
