@@ -156,14 +156,15 @@ def test_composition_recovers_a_known_law() -> None:
     for _ in range(12):
         idle = float(rng.uniform(1, 50))
         util = float(rng.uniform(0, 100))
-        sums = Sums(median_ms=0, mean_ms=idle * float(rng.uniform(1, 3)), p90_ms=0, kernels=10, load_util=util, idle_mean_ms=idle)
-        truth = 1.1 * idle + 0.8 * util / 100 * idle  # a law that ignores the loaded sum
+        kernels = int(rng.integers(5, 200))
+        sums = Sums(median_ms=0, mean_ms=idle * float(rng.uniform(1, 3)), p90_ms=0, kernels=kernels, load_util=util, idle_mean_ms=idle)
+        # a law that ignores the loaded sum, with a per-kernel saving and a per-run overhead
+        truth = 1.1 * idle + 0.8 * util / 100 * idle - 0.002 * kernels + 0.5
         points.append((sums, truth, truth * 1.2))
     fitted = Composition.fit(points)
-    assert fitted.mean_coefficients == pytest.approx([1.1, 0.8, 0.0, 0.0], abs=1e-5)
-    assert fitted.mean_coefficients[3] <= 0  # the per-kernel term only removes standalone overhead
+    assert fitted.mean_coefficients == pytest.approx([1.1, 0.8, 0.0, -0.002, 0.5], abs=1e-5)
     mean, p90 = fitted.apply(Sums(0, 30.0, 12.0, 5, 50.0, idle_mean_ms=10.0))
-    assert mean == pytest.approx(15.0) and p90 >= mean
+    assert mean == pytest.approx(11.0 + 4.0 - 0.01 + 0.5) and p90 >= mean
     assert Composition.fit(points[:2]).apply(Sums(0, 10.0, 12.0, 5, 50.0)) == (10.0, 12.0)
 
 
