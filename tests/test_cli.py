@@ -80,5 +80,5 @@ def test_unknown_torchvision_model_and_zero_batch() -> None:
 def test_variant_ids_are_distinct_per_size_and_batch() -> None:
     profile = load_config().profiles["gpu"]
     ids = [v.variant_id for v in variants(profile, 16)]
-    assert len(ids) == len(set(ids)) == 3 * 3 + 2
+    assert len(ids) == len(set(ids)) == 5 * 3 + 2  # 5 CNNs (2 held out) x 3 sizes, encoder x 2 lengths
     assert ModelVariant(ZooModel(name="resnet18"), 224, 16).variant_id == "resnet18_i224_b16"
