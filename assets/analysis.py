@@ -141,7 +141,6 @@ def kernel_catalog(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.
     profile = hase.profile()
     ep = profile.execution_provider
     paths = hase.paths()
-    paths.catalogs(ep).mkdir(parents=True, exist_ok=True)
     rows = []
     families: Counter[str] = Counter()
     unmapped: dict[str, list[str]] = {}

@@ -73,7 +73,8 @@ def _measure_partition(
             level=optimization, progress=default_progress(context.log.info, every=progress_every),
         )
         seconds = time.monotonic() - started
-    context.log.info(f"{len(rows)} timed in {seconds:.1f} s: {len(rows) / seconds * 60:.0f} per minute")
+    speed = {"seconds": round(seconds, 1), "per_minute": round(len(rows) / seconds * 60, 1)}
+    context.log.info(f"{len(rows)} timed in {speed['seconds']} s: {speed['per_minute']:.0f} per minute")
 
     frame = pd.DataFrame(rows).assign(
         stress_level=level,
@@ -84,7 +85,7 @@ def _measure_partition(
     )
     partition = {"stress_level": level, "batch_size": batch, "ep": profile.execution_provider}
     hase.warehouse().replace_partition(table, partition, frame)
-    return frame, {"seconds": round(seconds, 1), "per_minute": round(len(rows) / seconds * 60, 1)}
+    return frame, speed
 
 
 @dg.asset(

@@ -22,6 +22,7 @@ fi
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 
 hase() { "$PY" -m hase_dagster.cli "$@"; }
+export -f hase  # for steps that run in `bash -c`
 # step NAME ESTIMATE_S COMMAND...: run unless done; skip (and every later step) when fewer than
 # ESTIMATE_S seconds are left. A failed step is reported and retried by the next call.
 out_of_time=0
@@ -51,7 +52,7 @@ for batch in $batches; do
   done
 done
 step "learning-${batches// /-}" 150 hase materialize --profile ${PROFILE:-gpu} --stage learning
-step cupti 60 bash -c '"$PY" -m hase_dagster.cli cupti /tmp/hd/models/*.onnx --runs 20 --optimization all > /tmp/hd/cupti_models.json'
+step cupti 60 bash -c 'hase cupti /tmp/hd/models/*.onnx --runs 20 --optimization all > /tmp/hd/cupti_models.json'
 
 # Every call brings back what exists so far: a machine can be taken back between calls.
 rm -rf /tmp/export && mkdir -p /tmp/export/tables
