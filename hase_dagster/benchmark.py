@@ -92,7 +92,7 @@ def _run_all(
             background_at = time.monotonic()
         row: dict[str, Any] = {**target.labels, "path": str(target.path)}
         try:
-            timing_result = ModelRunner(target.path, ep, options, level=level).time(config)
+            timing_result = ModelRunner(target.path, ep, options, level=level, clock=config.clock).time(config)
         except Exception as exc:  # one broken file must not lose the partition's other rows
             row.update(status="error", error=f"{target.path.name}: {exc}")
             row.update(metric_columns("win_", {}) | metric_columns("bg_", background))

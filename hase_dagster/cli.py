@@ -105,7 +105,9 @@ def cmd_run_kernel(args: argparse.Namespace) -> int:
     from hase_dagster.runner import TimingConfig, time_model
 
     warmup = 0 if args.no_warmup else args.warmup
-    config = TimingConfig(warmup=warmup, min_loops=args.loops, max_loops=args.loops, min_seconds=0, max_seconds=1e9)
+    config = TimingConfig(
+        warmup=warmup, min_loops=args.loops, max_loops=args.loops, min_seconds=0, max_seconds=1e9, clock=args.clock
+    )
     options = OrtOptions(intra_op_num_threads=args.threads, cudnn_conv_algo_search=args.cudnn_algo_search)
     timing = time_model(args.model, args.ep, config, options, level=args.optimization)
     if args.json:
@@ -156,8 +158,16 @@ def cmd_cupti(args: argparse.Namespace) -> int:
     from hase_dagster.cupti import device_time
 
     rows = [device_time(path, runs=args.runs, level=args.optimization) for path in args.models]
-    _print_json({"comparisons": rows})
-    return 0
+    off = [
+        f"{Path(r['path']).name}: device clock {r['device_clock_median_ms']:.4f} ms, CUPTI {r['device_ms']:.4f} ms"
+        for r in rows
+        if args.max_clock_error is not None and r["device_ms"] >= 0.02
+        and abs(r["device_clock_median_ms"] / r["device_ms"] - 1) > args.max_clock_error
+    ]
+    _print_json({"comparisons": rows, "device_clock_disagrees": off})
+    for line in off:
+        print(f"device clock off CUPTI by more than {args.max_clock_error:.0%}: {line}", file=sys.stderr)
+    return 1 if off else 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -272,6 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     warm.add_argument("--no-warmup", action="store_true")
     run_kernel.add_argument("--loops", type=_positive_int, default=100)
     run_kernel.add_argument("--threads", type=_positive_int, default=1, help="ORT intra-op threads on the CPU")
+    run_kernel.add_argument("--clock", choices=["host", "device"], default="host",
+                            help="host: wall time per run; device: GPU time of its kernels (CUDA, needs torch)")
     run_kernel.add_argument("--cudnn-algo-search", choices=["EXHAUSTIVE", "HEURISTIC", "DEFAULT"], default="EXHAUSTIVE")
     run_kernel.add_argument("--optimization", choices=["disable", "basic", "extended", "all"], default="disable",
                             help="ORT graph optimization (kernels: disable, as extracted; whole models: all)")
@@ -288,10 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--export", type=Path, help="also write the tables as Parquet into this folder")
     report.set_defaults(handler=cmd_report)
 
-    cupti = commands.add_parser("cupti", help="CUPTI device time vs runner wall time on the CUDA EP (needs torch)")
+    cupti = commands.add_parser("cupti", help="CUPTI device time vs the host and device clocks on the CUDA EP (needs torch)")
     cupti.add_argument("models", type=Path, nargs="+")
     cupti.add_argument("--runs", type=_positive_int, default=20)
     cupti.add_argument("--optimization", choices=["disable", "all"], default="disable")
+    cupti.add_argument("--max-clock-error", type=float, default=None,
+                       help="exit 1 when the device clock and CUPTI differ by more than this fraction (runs >= 20 us)")
     cupti.set_defaults(handler=cmd_cupti)
 
     predict = commands.add_parser("predict", help="predict the latency of any ONNX model under a load")

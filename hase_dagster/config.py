@@ -62,6 +62,9 @@ class TimingOptions(_Strict):
     min_seconds: Annotated[float, Field(ge=0)] = 0.05
     max_seconds: Annotated[float, Field(gt=0)] = 0.5
     target_rel_ci: Annotated[float, Field(gt=0, lt=1)] = 0.02
+    # host: wall time of each run as a caller sees it; device (CUDA only): the GPU time of its
+    # kernels, without the launch and sync a standalone kernel pays and a model run pays once.
+    clock: Literal["host", "device"] = "host"
 
     @model_validator(mode="after")
     def _bounds(self) -> TimingOptions:
@@ -117,6 +120,12 @@ class Profile(_Strict):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"model names must be unique, repeated: {duplicates}")
+        return self
+
+    @model_validator(mode="after")
+    def _device_clock_needs_cuda(self) -> Profile:
+        if self.device != "cuda" and "device" in (self.kernel_timing.clock, self.model_timing.clock):
+            raise ValueError("clock 'device' times CUDA runs only; this profile's device is cpu")
         return self
 
     @property

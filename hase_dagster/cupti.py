@@ -1,5 +1,6 @@
 """GPU device time of ORT's CUDA kernels through CUPTI (``torch.profiler``), next to the runner's
-wall time, to know the runner's overhead per kernel size.
+host-clock (wall) and device-clock (CUDA events) times, to know the runner's overhead per kernel
+size and to check the device clock against CUPTI.
 
 ``torch.profiler`` sees every CUDA kernel of the process, ORT's included, because both use the
 CUDA runtime's primary context.
@@ -19,12 +20,17 @@ DEVICE_EVENT_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
 def device_time(path: str | os.PathLike[str], runs: int = 20, level: str = "disable") -> dict[str, Any]:
-    """Runner wall time and CUPTI device time (both ms per run) of one model on the CUDA EP."""
+    """Runner wall time, device-clock time and CUPTI device time (ms per run) of one model on the
+    CUDA EP."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    loop = dict(warmup=10, min_loops=runs, max_loops=runs, max_seconds=30)
+    device_clock = ModelRunner(path, "cuda", level=level, clock="device")  # type: ignore[arg-type]
+    clocked = device_clock.time(TimingConfig(**loop, clock="device"))  # type: ignore[arg-type]
+    del device_clock
     runner = ModelRunner(path, "cuda", level=level)  # type: ignore[arg-type]
-    wall = runner.time(TimingConfig(warmup=10, min_loops=runs, max_loops=runs, max_seconds=30))
+    wall = runner.time(TimingConfig(**loop))  # type: ignore[arg-type]
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(runs):
             runner._run()
@@ -43,6 +49,8 @@ def device_time(path: str | os.PathLike[str], runs: int = 20, level: str = "disa
         "path": str(path),
         "runner_mean_ms": wall.mean_ms,
         "runner_median_ms": wall.median_ms,
+        "device_clock_median_ms": clocked.median_ms,
+        "device_clock": clocked.clock,
         "device_ms": device_ms,
         "overhead_ms": wall.median_ms - device_ms,
         "gpu_kernels_per_run": len(kernels) / runs,

@@ -50,12 +50,16 @@ def quick_search(options: OrtOptions | None) -> OrtOptions:
     return (options or OrtOptions()).model_copy(update={"cudnn_conv_algo_search": "HEURISTIC"})
 
 
-def _providers(ep: EpName, options: OrtOptions, exact: bool = False) -> list[str | tuple[str, dict[str, str]]]:
+def _providers(
+    ep: EpName, options: OrtOptions, exact: bool = False, compute_stream: int | None = None
+) -> list[str | tuple[str, dict[str, str]]]:
     if ep == "cuda":
         _preload_cuda_libraries()
         cuda_options = {"cudnn_conv_algo_search": options.cudnn_conv_algo_search}
         if exact:
             cuda_options["use_tf32"] = "0"  # full fp32 products: values comparable across graphs
+        if compute_stream is not None:
+            cuda_options["user_compute_stream"] = str(compute_stream)
         return [("CUDAExecutionProvider", cuda_options), "CPUExecutionProvider"]
     if ep == "cpu":
         return ["CPUExecutionProvider"]
@@ -70,10 +74,12 @@ def make_session(
     optimized_model_path: str | os.PathLike[str] | None = None,
     profile_prefix: str | os.PathLike[str] | None = None,
     exact: bool = False,
+    compute_stream: int | None = None,
 ) -> ort.InferenceSession:
     """Create a session on ``ep`` and verify that ``ep`` is really the one that runs.
 
     ``exact`` turns off reduced-precision products (TF32 on the CUDA EP) for value comparisons.
+    ``compute_stream`` (a ``cudaStream_t`` as an int) makes the CUDA EP run on that stream.
 
     Raises :class:`ModelLoadError` naming the model when ORT rejects it, and
     :class:`ExecutionProviderUnavailableError` when the EP fell back to another one.
@@ -92,7 +98,7 @@ def make_session(
     source = model if isinstance(model, bytes) else str(model)
     name = "<in-memory model>" if isinstance(model, bytes) else str(model)
     try:
-        session = ort.InferenceSession(source, session_options, providers=_providers(ep, options, exact))
+        session = ort.InferenceSession(source, session_options, providers=_providers(ep, options, exact, compute_stream))
     except Exception as exc:  # ORT raises several unrelated exception types
         raise ModelLoadError(f"ONNX Runtime cannot load {name}: {exc}") from exc
     wanted = PROVIDER_BY_EP[ep]

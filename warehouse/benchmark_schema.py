@@ -7,7 +7,7 @@ _TIMING = """
     status VARCHAR NOT NULL, error VARCHAR, path VARCHAR NOT NULL,
     mean_ms DOUBLE, median_ms DOUBLE, p90_ms DOUBLE, std_ms DOUBLE, min_ms DOUBLE, rel_ci DOUBLE,
     n INTEGER, start_ns BIGINT, end_ns BIGINT, warmup INTEGER, intra_op_num_threads INTEGER,
-    cudnn_conv_algo_search VARCHAR,
+    cudnn_conv_algo_search VARCHAR, clock VARCHAR,
     stress_level DOUBLE NOT NULL, batch_size INTEGER NOT NULL, device VARCHAR NOT NULL,
     ep VARCHAR NOT NULL, run_id VARCHAR"""
 
@@ -25,4 +25,8 @@ CREATE TABLE IF NOT EXISTS model_benchmarks (
     variant_id VARCHAR NOT NULL, model_name VARCHAR NOT NULL, input_size INTEGER NOT NULL,{_TIMING},
     {_METRICS}
 );
+
+-- Tables made before the device clock existed: their rows were all timed by the host clock.
+ALTER TABLE kernel_benchmarks ADD COLUMN IF NOT EXISTS clock VARCHAR DEFAULT 'host';
+ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS clock VARCHAR DEFAULT 'host';
 """
