@@ -161,8 +161,10 @@ def cmd_cupti(args: argparse.Namespace) -> int:
     off = [
         f"{Path(r['path']).name}: device clock {r['device_clock_median_ms']:.4f} ms, CUPTI {r['device_ms']:.4f} ms"
         for r in rows
-        if args.max_clock_error is not None and r["device_ms"] >= 0.02
-        and abs(r["device_clock_median_ms"] / r["device_ms"] - 1) > args.max_clock_error
+        # The clock spans the gaps between a node's kernels (cuDNN's layout conversions), CUPTI
+        # sums the kernels alone: a kernel under 0.1 ms may be up to 20 us apart (memsets, gaps).
+        if args.max_clock_error is not None
+        and abs(r["device_clock_median_ms"] - r["device_ms"]) > max(args.max_clock_error * r["device_ms"], 0.020)
     ]
     _print_json({"comparisons": rows, "device_clock_disagrees": off})
     for line in off:
@@ -305,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     cupti.add_argument("--runs", type=_positive_int, default=20)
     cupti.add_argument("--optimization", choices=["disable", "all"], default="disable")
     cupti.add_argument("--max-clock-error", type=float, default=None,
-                       help="exit 1 when the device clock and CUPTI differ by more than this fraction (runs >= 20 us)")
+                       help="exit 1 when the device clock and CUPTI differ by more than this fraction (or by more than 20 us)")
     cupti.set_defaults(handler=cmd_cupti)
 
     predict = commands.add_parser("predict", help="predict the latency of any ONNX model under a load")

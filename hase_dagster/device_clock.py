@@ -11,7 +11,9 @@ removes them:
 - the run does not synchronize (``disable_synchronize_execution_providers``); the end event does.
 
 A sample counts only if the start event was still pending when the run had been enqueued (the
-sleep covered the host's work); otherwise the sleep is doubled and the sample taken again. A run
+sleep covered the host's work); otherwise the sleep is doubled and the sample taken again. After a
+covered sample the sleep follows the host's enqueue time (twice it, plus a margin), so a clock
+that once covered a slow first run (cuDNN's algorithm search) does not keep sleeping that long. A run
 whose host work outlasts the longest sleep (an op that synchronizes mid-run) keeps its uncovered
 sample, which then includes that host time, and the clock reports it.
 """
@@ -21,7 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import time
+
 INITIAL_SLEEP_US = 100.0
+MIN_SLEEP_US = 30.0
 MAX_SLEEP_US = 20_000.0
 
 
@@ -63,11 +68,15 @@ class DeviceClock:
             with self._torch.cuda.stream(self._stream):
                 self._torch.cuda._sleep(int(self.sleep_us * self._cycles_per_us))
             self._start.record(self._stream)
+            t0 = time.perf_counter()
             enqueue()
+            enqueue_us = (time.perf_counter() - t0) * 1e6
             self._end.record(self._stream)
             covered = not self._start.query()
             self._end.synchronize()
             if covered or self.sleep_us >= MAX_SLEEP_US:
                 self.uncovered += not covered
+                if covered:
+                    self.sleep_us = min(max(2 * enqueue_us + 20.0, MIN_SLEEP_US), MAX_SLEEP_US)
                 return float(self._start.elapsed_time(self._end))
-            self.sleep_us = min(2 * self.sleep_us, MAX_SLEEP_US)
+            self.sleep_us = min(2 * max(self.sleep_us, enqueue_us), MAX_SLEEP_US)

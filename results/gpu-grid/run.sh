@@ -44,16 +44,17 @@ step() {
 # Batch sizes in the order they are run (BATCHES="16" first: a complete small grid before a bigger
 # one); each step's estimate is what it took on the H100 (analysis, then one benchmark partition).
 batches=${BATCHES:-16 64 128}
-declare -A analysis_s=([16]=120 [64]=130 [128]=240) benchmark_s=([16]=100 [64]=240 [128]=480)
-# The device clock checked against CUPTI on every 8th batch-16 kernel before any benchmark uses it.
+declare -A analysis_s=([16]=120 [64]=140 [128]=240) benchmark_s=([16]=150 [64]=300 [128]=480)
+# The device clock checked against CUPTI on every 8th kernel of the first batch size before any
+# benchmark uses it.
 clocks() {
-  ls /tmp/hd/kernels/cuda/*__16x*.onnx | awk 'NR % 8 == 1' > /tmp/hd/clock_sample.txt
+  ls /tmp/hd/kernels/cuda/*__${1}x*.onnx | awk 'NR % 8 == 1' > /tmp/hd/clock_sample.txt
   hase cupti $(cat /tmp/hd/clock_sample.txt) --runs 30 --max-clock-error 0.15 > /tmp/hd/cupti_kernels.json
 }
 for batch in $batches; do
   step "analysis-b$batch" "${analysis_s[$batch]}" hase materialize --profile ${PROFILE:-gpu} --stage analysis --batch-size "$batch"
-  if [ "$batch" = 16 ] && [ "${PROFILE:-gpu}" = gpu ]; then
-    step clocks 90 clocks
+  if [ "$batch" = "${batches%% *}" ] && [ "${PROFILE:-gpu}" = gpu ]; then
+    step clocks 90 clocks "$batch"
     [ -e "$steps/clocks" ] || { (( out_of_time )) || echo "the device clock failed its check: no benchmarks"; break; }
   fi
   for level in 0.0 0.5 1.0; do
@@ -61,7 +62,8 @@ for batch in $batches; do
   done
 done
 step "learning-${batches// /-}" 150 hase materialize --profile ${PROFILE:-gpu} --stage learning
-step cupti 60 bash -c 'hase cupti /tmp/hd/models/*_b16.onnx --runs 20 --optimization all > /tmp/hd/cupti_models.json'
+first_batch_models=(/tmp/hd/models/*_b${batches%% *}.onnx)
+step cupti 90 bash -c "hase cupti ${first_batch_models[*]} --runs 20 --optimization all > /tmp/hd/cupti_models.json"
 
 # Every call brings back what exists so far: a machine can be taken back between calls.
 rm -rf /tmp/export && mkdir -p /tmp/export/tables
