@@ -241,6 +241,14 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_merge_tables(args: argparse.Namespace) -> int:
+    from hase_dagster.reports import merge_exports
+
+    for table, rows in merge_exports(args.sources, args.out).items():
+        print(f"{table}: {rows} rows")
+    return 0
+
+
 def cmd_exporter(args: argparse.Namespace) -> int:
     from hase_dagster.exporter import main as exporter_main
 
@@ -331,6 +339,11 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("--ep", choices=["cpu", "cuda"], required=True)
     tables.add_argument("--out", type=Path, required=True)
     tables.set_defaults(handler=cmd_evaluate_tables)
+
+    merge = commands.add_parser("merge-tables", help="merge exported tables of several runs; later slices replace earlier")
+    merge.add_argument("out", type=Path)
+    merge.add_argument("sources", type=Path, nargs="+")
+    merge.set_defaults(handler=cmd_merge_tables)
 
     exporter = commands.add_parser("exporter", help="serve the telemetry metrics (DCGM names) for Prometheus",
                                    add_help=False)

@@ -36,6 +36,40 @@ def import_tables(tables_dir: str | os.PathLike[str], database: str | os.PathLik
     return store
 
 
+# The columns that slice each table into partitions: a later export replaces the slices it holds.
+_SLICE_COLUMNS = ("ep", "batch_size", "stress_level")
+
+
+def merge_exports(sources: list[str | os.PathLike[str]], out_dir: str | os.PathLike[str]) -> dict[str, int]:
+    """Merge folders written by :func:`export_tables` (several GPU sessions, each a few partitions)
+    into ``out_dir``: for every table, each later source replaces the (ep, batch size, stress level)
+    slices it holds, as re-materializing them would. Returns the rows written per table."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: dict[str, int] = {}
+    for table in EXPORT_TABLES:
+        merged: pd.DataFrame | None = None
+        for source in sources:
+            path = Path(source) / f"{table}.parquet"
+            if not path.exists():
+                continue
+            frame = pd.read_parquet(path)
+            if merged is None:
+                merged = frame
+                continue
+            keys = [c for c in _SLICE_COLUMNS if c in frame.columns]
+            if not keys:
+                raise ValueError(f"{path} has none of the slice columns {_SLICE_COLUMNS}")
+            replaced = merged.set_index(keys).index.isin(frame.set_index(keys).index.unique())
+            merged = pd.concat([merged[~replaced], frame], ignore_index=True)
+        if merged is not None:
+            merged.to_parquet(out / f"{table}.parquet", index=False)
+            written[table] = len(merged)
+    if not written:
+        raise ValueError(f"none of {[str(s) for s in sources]} holds an exported table")
+    return written
+
+
 def _md(frame: pd.DataFrame, digits: int = 3) -> str:
     return frame.round(digits).to_markdown(index=False) if len(frame) else "_no rows_"
 

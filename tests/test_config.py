@@ -50,6 +50,16 @@ def test_bad_device_and_missing_profile(tmp_path: Path, test_config: Path) -> No
         select_profile(load_config(test_config), "nope")
 
 
+def test_device_clock_needs_a_cuda_profile(tmp_path: Path, test_config: Path) -> None:
+    document = yaml.safe_load(test_config.read_text())
+    document["profiles"]["tiny"]["kernel_timing"] = {"clock": "device"}
+    with pytest.raises(ConfigError, match="clock 'device' times CUDA runs only"):
+        load_config(_write(tmp_path, document))
+    document["profiles"]["tiny"]["kernel_timing"] = {"clock": "wall"}
+    with pytest.raises(ConfigError, match="kernel_timing.clock"):
+        load_config(_write(tmp_path, document))
+
+
 def test_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "absent.yaml")

@@ -162,10 +162,22 @@ def test_composition_recovers_a_known_law() -> None:
         truth = 1.1 * idle + 0.8 * util / 100 * idle - 0.002 * kernels + 0.5
         points.append((sums, truth, truth * 1.2))
     fitted = Composition.fit(points)
-    assert fitted.mean_coefficients == pytest.approx([1.1, 0.8, 0.0, -0.002, 0.5], abs=1e-5)
+    assert fitted.mean_coefficients == pytest.approx([1.1, 0.8, 0.0, -0.002, 0.5, 0.0], abs=1e-5)
     mean, p90 = fitted.apply(Sums(0, 30.0, 12.0, 5, 50.0, idle_mean_ms=10.0))
     assert mean == pytest.approx(11.0 + 4.0 - 0.01 + 0.5) and p90 >= mean
     assert Composition.fit(points[:2]).apply(Sums(0, 10.0, 12.0, 5, 50.0)) == (10.0, 12.0)
+
+
+def test_composition_learns_a_per_kernel_dispatch_cost() -> None:
+    """Device-clocked kernels lack the host's dispatch gap between kernels: the fitted per-kernel
+    term must be able to add time, not only take it away."""
+    points = []
+    for idle, kernels in [(1.0, 120), (2.0, 60), (5.0, 300), (8.0, 150), (3.0, 500)]:
+        truth = idle + 0.004 * kernels + 0.1
+        points.append((Sums(0, idle, idle, kernels, 0.0, idle_mean_ms=idle), truth, truth))
+    fitted = Composition.fit(points)
+    assert fitted.mean_coefficients is not None and fitted.mean_coefficients[3] == pytest.approx(0.004, abs=1e-4)
+    assert fitted.apply(Sums(0, 4.0, 4.0, 100, 0.0, idle_mean_ms=4.0))[0] == pytest.approx(4.5, rel=0.02)
 
 
 def test_error_measures() -> None:

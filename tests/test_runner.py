@@ -47,6 +47,30 @@ def test_summary_statistics() -> None:
     assert stats["std_ms"] == pytest.approx(3.536, abs=1e-3)
 
 
+def test_device_clock_is_refused_off_cuda(relu_like_kernel: Path) -> None:
+    with pytest.raises(ValueError, match="device clock times CUDA runs"):
+        ModelRunner(relu_like_kernel, "cpu", clock="device")
+    runner = ModelRunner(relu_like_kernel, "cpu")
+    with pytest.raises(ValueError, match="built for the host clock"):
+        runner.time(TimingConfig(min_loops=2, max_loops=2, clock="device"))
+    assert runner.time(TimingConfig(warmup=0, min_loops=2, max_loops=2, min_seconds=0)).clock == "host"
+
+
+def test_loop_budget_is_wall_time(relu_like_kernel: Path) -> None:
+    timing = time_model(relu_like_kernel, "cpu", TimingConfig(warmup=0, min_loops=1, max_loops=100_000, min_seconds=0.05,
+                                                              max_seconds=0.05, target_rel_ci=1e-9))
+    assert 0.05 <= (timing.end_ns - timing.start_ns) / 1e9 < 1.0 and timing.n < 100_000
+
+
+@pytest.mark.skipif(not __import__("hase_dagster.ort_runtime", fromlist=["x"]).cuda_is_usable(), reason="needs a CUDA GPU")
+def test_device_clock_agrees_with_the_host_clock_on_a_gpu(relu_like_kernel: Path) -> None:
+    config = dict(warmup=5, min_loops=30, max_loops=30, min_seconds=0)
+    device = time_model(relu_like_kernel, "cuda", TimingConfig(**config, clock="device"))
+    host = time_model(relu_like_kernel, "cuda", TimingConfig(**config))
+    # GPU time excludes the launch and sync that the host clock pays
+    assert device.clock == "device" and 0 < device.median_ms < host.median_ms
+
+
 def test_broken_model_is_named(tmp_path: Path) -> None:
     bad = tmp_path / "kernel_broken.onnx"
     bad.write_bytes(b"\x00\x01garbage")

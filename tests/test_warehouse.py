@@ -44,3 +44,22 @@ def test_failed_insert_keeps_previous_rows(tmp_path: Path) -> None:
     with pytest.raises(duckdb.ConversionException, match="many"):
         store.replace_partition("dag_edges", {"batch_size": 1, "ep": "cpu"}, broken)
     assert store.count("dag_edges", batch_size=1) == 3
+
+
+def test_merged_exports_replace_slices_not_duplicate_them(tmp_path: Path) -> None:
+    from hase_dagster.reports import merge_exports
+
+    def export(name: str, rows: list[tuple[int, float, float]]) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        frame = pd.DataFrame(rows, columns=["batch_size", "stress_level", "mean_ms"]).assign(ep="cuda")
+        frame.to_parquet(folder / "model_benchmarks.parquet", index=False)
+        return folder
+
+    first = export("a", [(16, 0.0, 1.0), (16, 1.0, 2.0), (64, 0.0, 4.0)])
+    second = export("b", [(64, 0.0, 4.1), (64, 1.0, 8.0)])
+    assert merge_exports([first, second], tmp_path / "out") == {"model_benchmarks": 4}
+    merged = pd.read_parquet(tmp_path / "out" / "model_benchmarks.parquet").sort_values(["batch_size", "stress_level"])
+    assert merged["mean_ms"].tolist() == [1.0, 2.0, 4.1, 8.0]
+    with pytest.raises(ValueError, match="holds an exported table"):
+        merge_exports([tmp_path / "nothing"], tmp_path / "out2")
