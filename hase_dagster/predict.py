@@ -1,9 +1,11 @@
 """Whole-model latency from kernel predictions: per-kernel regressor outputs under a given load,
 combined over the model's DAG and calibrated to measured whole-model latencies.
 
-Composition: a model's mean (and p90) latency is a non-negative combination of the sum of its
-kernels' predicted means and that sum scaled by the load, fitted on the zoo's measured models. Under GPU time-slicing waiting is paid per submission, not per kernel, so a
-raw sum of loaded kernel times is far off; the fit learns how much of it counts.
+Composition: a model's mean (and p90) latency is a bounded linear combination of its kernels'
+predicted sums (idle, idle x load, loaded, view ops apart), a per-kernel and a per-run term, fitted
+on the zoo's measured models (see :meth:`Sums.design`). Under GPU time-slicing waiting is paid per
+model run, not per kernel, so a raw sum of loaded kernel times is far off; the fit learns how much
+of each sum counts.
 """
 
 from __future__ import annotations
