@@ -155,17 +155,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_cupti(args: argparse.Namespace) -> int:
-    from hase_dagster.cupti import device_time
+    from hase_dagster.cupti import clock_disagreements, device_time
 
     rows = [device_time(path, runs=args.runs, level=args.optimization) for path in args.models]
-    off = [
-        f"{Path(r['path']).name}: device clock {r['device_clock_median_ms']:.4f} ms, CUPTI {r['device_ms']:.4f} ms"
-        for r in rows
-        # The clock spans the gaps between a node's kernels (cuDNN's layout conversions), CUPTI
-        # sums the kernels alone: a kernel under 0.1 ms may be up to 20 us apart (memsets, gaps).
-        if args.max_clock_error is not None
-        and abs(r["device_clock_median_ms"] - r["device_ms"]) > max(args.max_clock_error * r["device_ms"], 0.020)
-    ]
+    off = clock_disagreements(rows, args.max_clock_error) if args.max_clock_error is not None else []
     _print_json({"comparisons": rows, "device_clock_disagrees": off})
     for line in off:
         print(f"device clock off CUPTI by more than {args.max_clock_error:.0%}: {line}", file=sys.stderr)

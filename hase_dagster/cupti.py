@@ -56,3 +56,14 @@ def device_time(path: str | os.PathLike[str], runs: int = 20, level: str = "disa
         "gpu_kernels_per_run": len(kernels) / runs,
         "top_gpu_kernels": dict(sorted(names.items(), key=lambda kv: -kv[1])[:5]),
     }
+
+
+def clock_disagreements(rows: list[dict[str, Any]], max_error: float) -> list[str]:
+    """One line per :func:`device_time` row whose device clock and CUPTI time differ by more than
+    ``max_error`` (a fraction) and 20 us. The clock spans the gaps between a node's kernels (cuDNN's
+    layout conversions) and CUPTI sums the kernels alone, so small kernels may be that far apart."""
+    return [
+        f"{Path(r['path']).name}: device clock {r['device_clock_median_ms']:.4f} ms, CUPTI {r['device_ms']:.4f} ms"
+        for r in rows
+        if abs(r["device_clock_median_ms"] - r["device_ms"]) > max(max_error * r["device_ms"], 0.020)
+    ]

@@ -18,6 +18,7 @@ from scipy.optimize import lsq_linear
 
 from hase_dagster.catalog import Kernel
 from hase_dagster.features import feature_frame
+from hase_dagster.fusion import VIEW_OP_TYPES
 from hase_dagster.model_dag import build_dag, critical_path
 from hase_dagster.regressor import LatencyRegressor
 
@@ -68,7 +69,7 @@ class Sums:
 
 
 # Ops whose output is a view of their input: ORT's CUDA and CPU kernels for them declare an alias.
-VIEW_FAMILIES = frozenset({"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"})
+VIEW_FAMILIES = VIEW_OP_TYPES | {"Identity"}
 
 # Time terms are non-negative; the kernel-count term (index 3) may take time away or add it; a view
 # op (index 5) costs at most its standalone copy (without that bound a zoo whose only views are

@@ -71,6 +71,17 @@ def test_device_clock_agrees_with_the_host_clock_on_a_gpu(relu_like_kernel: Path
     assert device.clock == "device" and 0 < device.median_ms < host.median_ms
 
 
+def test_clock_disagreements_allow_small_kernels_20_us() -> None:
+    from hase_dagster.cupti import clock_disagreements
+
+    rows = [
+        {"path": "/k/small.onnx", "device_clock_median_ms": 0.036, "device_ms": 0.024},  # 50% but 12 us apart
+        {"path": "/k/big.onnx", "device_clock_median_ms": 1.30, "device_ms": 1.00},  # 30% and 300 us apart
+        {"path": "/k/ok.onnx", "device_clock_median_ms": 1.05, "device_ms": 1.00},
+    ]
+    assert [line.split(":")[0] for line in clock_disagreements(rows, 0.15)] == ["big.onnx"]
+
+
 def test_broken_model_is_named(tmp_path: Path) -> None:
     bad = tmp_path / "kernel_broken.onnx"
     bad.write_bytes(b"\x00\x01garbage")
