@@ -15,12 +15,12 @@ import dagster as dg
 import pandas as pd
 
 from assets.partitions import batch_size_of, batch_size_partitions
-from hase_dagster.analysis import CatalogTask, catalog_variant, optimize_and_save, write_variant_kernels
-from hase_dagster.catalog import load_catalog
-from hase_dagster.kernel_models import inputs_path
-from hase_dagster.model_dag import build_dag, save_dag
-from hase_dagster.parallel import map_variants
-from hase_dagster.zoo import export_variant, variants
+from hase_dagster.analysis.analyze import CatalogTask, catalog_variant, optimize_and_save, write_variant_kernels
+from hase_dagster.analysis.catalog import load_catalog
+from hase_dagster.analysis.kernel_models import inputs_path
+from hase_dagster.analysis.model_dag import build_dag, save_dag
+from hase_dagster.analysis.parallel import map_variants
+from hase_dagster.analysis.zoo import export_variant, variants
 from resources.hase import HaseResource
 
 GROUP = "analysis"

@@ -9,11 +9,11 @@ import pandas as pd
 
 from assets.analysis import POOL, model_dags
 from assets.measurement import kernel_benchmarks, model_benchmarks
-from hase_dagster.config import load_config
-from hase_dagster.errors import HaseError
-from hase_dagster.evaluation import evaluate, overlap_section, scatter_plot
-from hase_dagster.learning import Predictor, kernels_by_variant, load_at_level, predictor_path, train_predictor
-from hase_dagster.predict import predict_model
+from hase_dagster.core.config import load_config
+from hase_dagster.core.errors import HaseError
+from hase_dagster.learn.evaluation import evaluate, overlap_section, scatter_plot
+from hase_dagster.learn.training import Predictor, kernels_by_variant, load_at_level, predictor_path, train_predictor
+from hase_dagster.learn.predict import predict_model
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
 

@@ -13,30 +13,15 @@ import pandas as pd
 
 from assets.analysis import POOL, kernel_onnx, onnx_models
 from assets.partitions import measurement_partitions, stress_and_batch_of
-from hase_dagster.benchmark import BenchmarkTarget, default_progress, run_benchmarks
-from hase_dagster.config import Profile
-from hase_dagster.ort_runtime import OptimizationLevel, device_name
-from hase_dagster.telemetry import LOAD_FIELD, TelemetrySampler, metric_source
+from hase_dagster.measure.benchmark import BenchmarkTarget, default_progress, run_benchmarks
+from hase_dagster.core.config import Profile
+from hase_dagster.core.ort_runtime import OptimizationLevel, device_name
+from hase_dagster.measure.telemetry import LOAD_FIELD, TelemetrySampler, metric_source
 from resources.hase import HaseResource
 from resources.stressor import StressorResource
 
 GROUP = "measurement"
 _BY_BATCH = dg.MultiToSingleDimensionPartitionMapping(partition_dimension_name="batch_size")
-
-
-@contextmanager
-def _under_load(
-    profile: Profile, stress: StressorResource, level: float, log: Callable[[str], None]
-) -> Iterator[TelemetrySampler]:
-    """Telemetry on, stressor at ``level`` and steady; both stopped on the way out."""
-    device = profile.device
-    source = metric_source(device, profile.telemetry.fields)
-    with TelemetrySampler(source, profile.telemetry.interval_s) as sampler:
-        read_load = lambda: sampler.sample_now().values.get(LOAD_FIELD[device], 0.0)  # noqa: E731
-        with stress.running(device, level, read_load) as stressor:
-            steady = "n/a" if stressor.steady_load is None else f"{stressor.steady_load:.0f}%"
-            log(f"stressor at {level:.2f} on {device} (pid {stressor.pid}); steady load {steady}")
-            yield sampler
 
 
 def _summary(frame: pd.DataFrame, key: str) -> dict[str, dg.MetadataValue | int | float | str]:
@@ -66,7 +51,10 @@ def _measure_partition(
     level, batch = stress_and_batch_of(context)
     profile = hase.profile()
     timing = profile.kernel_timing if table == "kernel_benchmarks" else profile.model_timing
-    with _under_load(profile, stressor, level, context.log.info) as sampler:
+    with stressor.under_load(profile.device, level, profile.telemetry) as loaded:
+        steady = "n/a" if loaded.stressor.steady_load is None else f"{loaded.stressor.steady_load:.0f}%"
+        context.log.info(f"stressor at {level:.2f} on {profile.device} (pid {loaded.stressor.pid}); steady load {steady}")
+        sampler = loaded.sampler
         started = time.monotonic()
         rows = run_benchmarks(
             targets, profile.execution_provider, sampler, timing, profile.telemetry, profile.ort,

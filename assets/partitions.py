@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from hase_dagster.errors import HaseError
+from hase_dagster.core.errors import HaseError
 
 # Dynamic: adding a batch size is adding a partition (then a backfill), no code change.
 batch_size_partitions = dg.DynamicPartitionsDefinition(name="batch_size")
@@ -20,7 +20,7 @@ def batch_size_of(context: dg.AssetExecutionContext) -> int:
 
 
 def _stress_levels() -> list[str]:
-    from hase_dagster.config import load_config, stress_level_key
+    from hase_dagster.core.config import load_config, stress_level_key
 
     return [stress_level_key(level) for level in load_config().stress_levels]
 

@@ -7,13 +7,13 @@ from assets.jobs import analysis_job, benchmark_job, latency_predictions_job, le
 from assets.learning import learning_assets
 from assets.measurement import measurement_assets
 from assets.partitions import measurement_partitions
-from hase_dagster.config import load_config
+from hase_dagster.core.config import load_config
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
 from resources.stressor import StressorResource
 from sensors.backfill import batch_size_backfill_sensor
 from sensors.load import prometheus_load_sensor
-from sensors.partitions import batch_size_partitions_sensor
+from sensors.batch_sizes import batch_size_partitions_sensor
 
 @dg.schedule(cron_schedule="0 2 * * *", job=benchmark_job, execution_timezone="UTC")
 def nightly_benchmarks(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:

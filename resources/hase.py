@@ -3,8 +3,10 @@
 
 import dagster as dg
 
-from hase_dagster.config import Profile, data_dir, load_config, select_profile
-from hase_dagster.paths import DataPaths
+from hase_dagster.core.config import Profile, data_dir, load_config
+
+from hase_dagster.core.profiles import select_profile
+from hase_dagster.core.paths import DataPaths
 from warehouse.store import Warehouse
 
 

@@ -1,12 +1,14 @@
 """The accelerator resource: owns the stressor process, so no background load outlives a run."""
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 import dagster as dg
 from pydantic import PrivateAttr
 
-from hase_dagster.stressor import Stressor
+from hase_dagster.core.config import TelemetryOptions
+from hase_dagster.measure.load import LoadedDevice, under_load
+from hase_dagster.measure.stressor import Stressor
 
 
 class StressorResource(dg.ConfigurableResource):
@@ -21,17 +23,14 @@ class StressorResource(dg.ConfigurableResource):
     _active: list[Stressor] = PrivateAttr(default_factory=list)
 
     @contextmanager
-    def running(self, device: str, intensity: float, read_load: Callable[[], float]) -> Iterator[Stressor]:
-        stressor = Stressor(device, intensity, self.startup_timeout_s)
-        self._active.append(stressor)
-        try:
-            stressor.start()
-            if intensity > 0:
-                stressor.steady_load = stressor.wait_until_steady(read_load, timeout_s=self.steady_timeout_s)
-            yield stressor
-        finally:
-            stressor.stop()
-            self._active.remove(stressor)
+    def under_load(self, device: str, level: float, telemetry: TelemetryOptions) -> Iterator[LoadedDevice]:
+        """:func:`hase_dagster.measure.load.under_load`, with the stressor tracked for teardown."""
+        with under_load(device, level, telemetry, self.startup_timeout_s, self.steady_timeout_s, self._active.append) as loaded:
+            try:
+                yield loaded
+            finally:
+                loaded.stressor.stop()
+                self._active.remove(loaded.stressor)
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         for stressor in list(self._active):

@@ -6,8 +6,8 @@ import time
 
 import dagster as dg
 
-from hase_dagster.errors import MissingMetricsError, PrometheusUnavailableError
-from hase_dagster.telemetry import LOAD_FIELD
+from hase_dagster.core.errors import MissingMetricsError, PrometheusUnavailableError
+from hase_dagster.core.metrics import LOAD_FIELD
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hase_dagster.config import ZooModel
-from hase_dagster.zoo import ModelVariant, export_variant
+from hase_dagster.core.config import ZooModel
+from hase_dagster.analysis.zoo import ModelVariant, export_variant
 
 TINY_TRANSFORMER = ZooModel(
     name="transformer_encoder", kind="transformer_encoder", d_model=64, nhead=4, dim_feedforward=128, num_layers=1

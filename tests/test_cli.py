@@ -9,11 +9,11 @@ import onnx
 import pytest
 from onnx import helper
 
-from hase_dagster.cli import main
-from hase_dagster.config import ZooModel
-from hase_dagster.errors import HaseError, UnknownModelError
-from hase_dagster.zoo import ModelVariant, build_torch_model, variants
-from hase_dagster.config import load_config
+from hase_dagster.orchestration.cli import main
+from hase_dagster.core.config import ZooModel
+from hase_dagster.core.errors import HaseError, UnknownModelError
+from hase_dagster.analysis.zoo import ModelVariant, build_torch_model, variants
+from hase_dagster.core.config import load_config
 
 
 def test_analyze_json_contract(resnet18_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,7 +60,7 @@ def test_model_ort_rejects_is_named(tmp_path: Path, capsys: pytest.CaptureFixtur
 
 
 def test_cuda_without_gpu_is_a_clear_error(resnet18_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from hase_dagster.ort_runtime import cuda_is_usable
+    from hase_dagster.core.ort_runtime import cuda_is_usable
 
     if cuda_is_usable():
         pytest.skip("this machine has a usable GPU")

@@ -3,8 +3,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hase_dagster.config import load_config, select_profile
-from hase_dagster.errors import ConfigError
+from hase_dagster.core.config import load_config
+
+from hase_dagster.core.profiles import select_profile
+from hase_dagster.core.errors import ConfigError
 
 
 def _write(tmp_path: Path, document: dict) -> Path:
@@ -23,7 +25,7 @@ def test_repository_config_has_cpu_and_gpu_profiles() -> None:
 
 def test_auto_profile_is_cpu_without_a_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("HASE_PROFILE", raising=False)
-    monkeypatch.setattr("hase_dagster.ort_runtime.cuda_is_usable", lambda: False)
+    monkeypatch.setattr("hase_dagster.core.ort_runtime.cuda_is_usable", lambda: False)
     assert select_profile(load_config()).name == "cpu"
 
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from hase_dagster.analysis import ModelAnalysis, analyze_model
-from hase_dagster.fusion import family_name
+from hase_dagster.analysis.analyze import ModelAnalysis, analyze_model
+from hase_dagster.analysis.fusion import family_name
 
 
 def _analyze(model: Path, tmp_path: Path) -> ModelAnalysis:

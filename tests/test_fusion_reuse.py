@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from hase_dagster.config import ZooModel
-from hase_dagster.fusion import map_fusions
-from hase_dagster.fusion_reuse import batch_one_twin, map_fusions_reusing, structure_key
-from hase_dagster.graph_analysis import optimize_and_profile
-from hase_dagster.zoo import ModelVariant, export_variant
+from hase_dagster.core.config import ZooModel
+from hase_dagster.analysis.fusion import map_fusions
+from hase_dagster.analysis.fusion_reuse import batch_one_twin, map_fusions_reusing, structure_key
+from hase_dagster.analysis.graph import optimize_and_profile
+from hase_dagster.analysis.zoo import ModelVariant, export_variant
 from tests.conftest import TINY_TRANSFORMER
 
 

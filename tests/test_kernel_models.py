@@ -5,9 +5,9 @@ import numpy as np
 import onnx
 import pytest
 
-from hase_dagster.analysis import ModelAnalysis, analyze_model
-from hase_dagster.kernel_models import build_kernel_model, load_inputs, write_kernel_model
-from hase_dagster.ort_runtime import make_session
+from hase_dagster.analysis.analyze import ModelAnalysis, analyze_model
+from hase_dagster.analysis.kernel_models import build_kernel_model, load_inputs, write_kernel_model
+from hase_dagster.core.ort_runtime import make_session
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,14 @@ import yaml
 from assets.analysis import analysis_assets
 from assets.learning import learning_assets
 from assets.measurement import measurement_assets
-from hase_dagster.cli import main
-from hase_dagster.config import ZooModel
-from hase_dagster.errors import HaseError
-from hase_dagster.learning import Predictor, load_at_level, predictor_path, train_predictor
-from hase_dagster.predict import Composition, Sums
-from hase_dagster.predict_file import resolve_load, with_batch_size
-from hase_dagster.regressor import mape, training_rows, within
-from hase_dagster.zoo import ModelVariant, export_variant
+from hase_dagster.orchestration.cli import main
+from hase_dagster.core.config import ZooModel
+from hase_dagster.core.errors import HaseError
+from hase_dagster.learn.training import Predictor, load_at_level, predictor_path, train_predictor
+from hase_dagster.learn.predict import Composition, Sums
+from hase_dagster.learn.predict_file import resolve_load, with_batch_size
+from hase_dagster.learn.regressor import mape, training_rows, within
+from hase_dagster.analysis.zoo import ModelVariant, export_variant
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
 from resources.stressor import StressorResource
@@ -128,8 +128,8 @@ def test_unbenchmarked_batch_and_load_errors(trained: dict, tmp_path: Path) -> N
     with pytest.raises(HaseError, match="does not answer"):
         resolve_load("prometheus", store, "cpu", ["HOST_CPU_UTIL"], "http://127.0.0.1:9")
     predictor = Predictor.load(predictor_path(Path(trained["hase"].data_directory), "cpu"))
-    from hase_dagster.learning import kernels_by_variant
-    from hase_dagster.predict import predict_model
+    from hase_dagster.learn.training import kernels_by_variant
+    from hase_dagster.learn.predict import predict_model
 
     kernels = kernels_by_variant(store, "cpu")["resnet18_i64_b1"]
     prediction = predict_model("r18", kernels, predictor.regressor, predictor.composition, load_at_level(store, "cpu", 0.0), "idle", 8)

@@ -3,10 +3,10 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from hase_dagster.analysis import analyze_model
-from hase_dagster.catalog import Kernel
-from hase_dagster.graph_analysis import TensorInfo
-from hase_dagster.model_dag import build_dag, critical_path, load_dag, save_dag, sequential_latency
+from hase_dagster.analysis.analyze import analyze_model
+from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.analysis.graph import TensorInfo
+from hase_dagster.analysis.model_dag import build_dag, critical_path, load_dag, save_dag, sequential_latency
 
 
 def _kernel(order: int, name: str, inputs: list[str], outputs: list[str]) -> Kernel:

@@ -10,11 +10,11 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from hase_dagster.pipeline import reclaim_crashed_runs
+from hase_dagster.orchestration.materialize import reclaim_crashed_runs
 
 SCRIPT = """
 import time, dagster as dg
-from hase_dagster.pipeline import run_job
+from hase_dagster.orchestration.materialize import run_job
 
 @dg.asset(pool="hase_accelerator")
 def slow() -> None:

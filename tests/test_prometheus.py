@@ -22,8 +22,8 @@ import requests
 import yaml
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from hase_dagster.errors import MissingMetricsError, PrometheusUnavailableError
-from hase_dagster.exporter import serve_metrics
+from hase_dagster.core.errors import MissingMetricsError, PrometheusUnavailableError
+from hase_dagster.measure.exporter import serve_metrics
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
 from sensors.load import load_bucket, prometheus_load_sensor

@@ -5,11 +5,12 @@ from pathlib import Path
 import onnx
 import pytest
 
-from hase_dagster.analysis import analyze_model
-from hase_dagster.cli import main
-from hase_dagster.errors import ModelLoadError
-from hase_dagster.kernel_models import write_kernel_model
-from hase_dagster.runner import ModelRunner, TimingConfig, summarize, time_model
+from hase_dagster.analysis.analyze import analyze_model
+from hase_dagster.orchestration.cli import main
+from hase_dagster.core.errors import ModelLoadError
+from hase_dagster.analysis.kernel_models import write_kernel_model
+from hase_dagster.core.config import TimingOptions
+from hase_dagster.measure.runner import ModelRunner, summarize, time_model
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +22,7 @@ def relu_like_kernel(resnet18_onnx: Path, tmp_path_factory: pytest.TempPathFacto
 
 
 def test_loop_count_is_honoured_and_window_ordered(relu_like_kernel: Path) -> None:
-    timing = time_model(relu_like_kernel, "cpu", TimingConfig(warmup=3, min_loops=17, max_loops=17, min_seconds=0))
+    timing = time_model(relu_like_kernel, "cpu", TimingOptions(warmup=3, min_loops=17, max_loops=17, min_seconds=0))
     assert timing.n == 17 and timing.warmup == 3 and timing.ep == "cpu"
     assert timing.start_ns < timing.end_ns
     assert (timing.end_ns - timing.start_ns) / 1e6 >= timing.mean_ms * timing.n * 0.99
@@ -31,12 +32,12 @@ def test_loop_count_is_honoured_and_window_ordered(relu_like_kernel: Path) -> No
 
 def test_warmup_off_is_recorded(relu_like_kernel: Path) -> None:
     runner = ModelRunner(relu_like_kernel, "cpu")
-    cold = runner.time(TimingConfig(warmup=0, min_loops=5, max_loops=5, min_seconds=0))
+    cold = runner.time(TimingOptions(warmup=0, min_loops=5, max_loops=5, min_seconds=0))
     assert cold.warmup == 0 and cold.n == 5
 
 
 def test_loop_stops_at_precision_target(relu_like_kernel: Path) -> None:
-    loose = time_model(relu_like_kernel, "cpu", TimingConfig(warmup=2, min_loops=5, max_loops=500, min_seconds=0, target_rel_ci=0.5))
+    loose = time_model(relu_like_kernel, "cpu", TimingOptions(warmup=2, min_loops=5, max_loops=500, min_seconds=0, target_rel_ci=0.5))
     assert 5 <= loose.n < 500 and loose.rel_ci <= 0.5
 
 
@@ -52,27 +53,27 @@ def test_device_clock_is_refused_off_cuda(relu_like_kernel: Path) -> None:
         ModelRunner(relu_like_kernel, "cpu", clock="device")
     runner = ModelRunner(relu_like_kernel, "cpu")
     with pytest.raises(ValueError, match="built for the host clock"):
-        runner.time(TimingConfig(min_loops=2, max_loops=2, clock="device"))
-    assert runner.time(TimingConfig(warmup=0, min_loops=2, max_loops=2, min_seconds=0)).clock == "host"
+        runner.time(TimingOptions(min_loops=2, max_loops=2, clock="device"))
+    assert runner.time(TimingOptions(warmup=0, min_loops=2, max_loops=2, min_seconds=0)).clock == "host"
 
 
 def test_loop_budget_is_wall_time(relu_like_kernel: Path) -> None:
-    timing = time_model(relu_like_kernel, "cpu", TimingConfig(warmup=0, min_loops=1, max_loops=100_000, min_seconds=0.05,
+    timing = time_model(relu_like_kernel, "cpu", TimingOptions(warmup=0, min_loops=1, max_loops=100_000, min_seconds=0.05,
                                                               max_seconds=0.05, target_rel_ci=1e-9))
     assert 0.05 <= (timing.end_ns - timing.start_ns) / 1e9 < 1.0 and timing.n < 100_000
 
 
-@pytest.mark.skipif(not __import__("hase_dagster.ort_runtime", fromlist=["x"]).cuda_is_usable(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(not __import__("hase_dagster.core.ort_runtime", fromlist=["x"]).cuda_is_usable(), reason="needs a CUDA GPU")
 def test_device_clock_agrees_with_the_host_clock_on_a_gpu(relu_like_kernel: Path) -> None:
     config = dict(warmup=5, min_loops=30, max_loops=30, min_seconds=0)
-    device = time_model(relu_like_kernel, "cuda", TimingConfig(**config, clock="device"))
-    host = time_model(relu_like_kernel, "cuda", TimingConfig(**config))
+    device = time_model(relu_like_kernel, "cuda", TimingOptions(**config, clock="device"))
+    host = time_model(relu_like_kernel, "cuda", TimingOptions(**config))
     # GPU time excludes the launch and sync that the host clock pays
     assert device.clock == "device" and 0 < device.median_ms < host.median_ms
 
 
 def test_clock_disagreements_allow_small_kernels_20_us() -> None:
-    from hase_dagster.cupti import clock_disagreements
+    from hase_dagster.measure.cupti import clock_disagreements
 
     rows = [
         {"path": "/k/small.onnx", "device_clock_median_ms": 0.036, "device_ms": 0.024},  # 50% but 12 us apart

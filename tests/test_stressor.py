@@ -11,9 +11,10 @@ import dagster as dg
 import psutil
 import pytest
 
-from hase_dagster.errors import HaseError
-from hase_dagster.stressor import Stressor
-from hase_dagster.telemetry import HostMetrics
+from hase_dagster.core.errors import HaseError
+from hase_dagster.core.config import TelemetryOptions
+from hase_dagster.measure.stressor import Stressor
+from hase_dagster.measure.telemetry import HostMetrics
 from resources.stressor import StressorResource
 
 
@@ -69,8 +70,8 @@ def test_stressor_is_gone_after_a_failing_asset() -> None:
 
     @dg.asset
     def failing_measurement(stressor: StressorResource) -> None:
-        with stressor.running("cpu", 0.5, lambda: 50.0) as running:
-            seen["pid"] = running.pid
+        with stressor.under_load("cpu", 0.5, TelemetryOptions(fields=["HOST_CPU_UTIL"])) as loaded:
+            seen["pid"] = loaded.stressor.pid
             raise RuntimeError("kernel exploded")
 
     result = dg.materialize([failing_measurement], resources={"stressor": StressorResource()}, raise_on_error=False)
@@ -81,7 +82,7 @@ def test_stressor_is_gone_after_a_failing_asset() -> None:
 def test_stressor_dies_with_a_killed_parent(tmp_path: Path) -> None:
     script = (
         "import time, sys\n"
-        "from hase_dagster.stressor import Stressor\n"
+        "from hase_dagster.measure.stressor import Stressor\n"
         "s = Stressor('cpu', 0.5); s.start(); print(s.pid, flush=True); time.sleep(60)\n"
     )
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)

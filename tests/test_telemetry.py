@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from hase_dagster.telemetry import GPU_FIELDS, HOST_FIELDS, TelemetrySampler, metric_source
+from hase_dagster.measure.telemetry import GPU_FIELDS, HOST_FIELDS, TelemetrySampler, metric_source
 
 
 def test_cpu_reports_configured_host_fields_and_no_gpu_values() -> None:

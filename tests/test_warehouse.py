@@ -47,7 +47,7 @@ def test_failed_insert_keeps_previous_rows(tmp_path: Path) -> None:
 
 
 def test_merged_exports_replace_slices_not_duplicate_them(tmp_path: Path) -> None:
-    from hase_dagster.reports import merge_exports
+    from hase_dagster.learn.reports import merge_exports
 
     def export(name: str, rows: list[tuple[int, float, float]]) -> Path:
         folder = tmp_path / name

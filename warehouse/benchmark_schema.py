@@ -1,7 +1,7 @@
 """DDL of the benchmark tables: fixed columns plus one nullable column per telemetry field,
 over the timed window (``win_``) and the background just before (``bg_``)."""
 
-from hase_dagster.telemetry import ALL_FIELDS
+from hase_dagster.core.metrics import ALL_FIELDS
 
 _TIMING = """
     status VARCHAR NOT NULL, error VARCHAR, path VARCHAR NOT NULL,

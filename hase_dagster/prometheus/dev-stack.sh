@@ -56,7 +56,7 @@ trap 'stop_all; exit 143' TERM
 trap 'stop_all' EXIT
 
 "$here/install-prometheus.sh"
-start exporter "$bin/python" -m hase_dagster.exporter
+start exporter "$bin/python" -m hase_dagster.measure.exporter
 start prometheus "$here/run-prometheus.sh"
 start dagster "$bin/dagster" dev -w workspace.yaml -h 127.0.0.1 -p 3000
 log "Dagster UI http://127.0.0.1:3000, Prometheus http://127.0.0.1:${HASE_PROMETHEUS_PORT:-9090}," \

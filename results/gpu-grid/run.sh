@@ -21,7 +21,7 @@ if [ "$PY" = python3 ]; then
 fi
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 
-hase() { "$PY" -m hase_dagster.cli "$@"; }
+hase() { "$PY" -m hase_dagster.orchestration.cli "$@"; }
 export -f hase  # for steps that run in `bash -c`
 # step NAME ESTIMATE_S COMMAND...: run unless done; skip (and every later step) when fewer than
 # ESTIMATE_S seconds are left. A failed step is reported and retried by the next call.

@@ -15,8 +15,8 @@ from typing import Any
 
 import networkx as nx
 
-from hase_dagster.catalog import Kernel
-from hase_dagster.costs import tensor_bytes
+from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.analysis.costs import tensor_bytes
 
 
 def build_dag(variant_id: str, ep: str, kernels: list[Kernel]) -> nx.DiGraph:

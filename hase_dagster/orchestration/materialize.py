@@ -10,9 +10,11 @@ from typing import Any
 
 import dagster as dg
 
-from hase_dagster.config import load_config, select_profile
+from hase_dagster.core.config import load_config
 
-REPOSITORY = Path(__file__).resolve().parent.parent
+from hase_dagster.core.profiles import select_profile
+
+REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 # Dagster's console logger at INFO: progress lines, not every engine event.
@@ -85,7 +87,7 @@ def materialize_all(
 
     A stage runs for a batch size only when the stages before it succeeded for that batch size.
     """
-    from hase_dagster.config import stress_level_key
+    from hase_dagster.core.config import stress_level_key
     from hase_dagster.definitions import defs
     from resources.hase import HaseResource
     from resources.prometheus import PrometheusResource

@@ -9,13 +9,14 @@ from typing import Any
 
 import onnx
 
-from hase_dagster.analysis import analyze_model
-from hase_dagster.config import Profile
-from hase_dagster.errors import HaseError
-from hase_dagster.learning import Predictor, load_at_level, predictor_path
-from hase_dagster.ort_runtime import EpName, load_onnx
-from hase_dagster.predict import ModelPrediction, predict_model
-from hase_dagster.regressor import mape, within
+from hase_dagster.analysis.analyze import analyze_model
+from hase_dagster.core.config import Profile
+from hase_dagster.measure.prometheus import PrometheusClient
+from hase_dagster.core.errors import HaseError
+from hase_dagster.learn.training import Predictor, load_at_level, predictor_path
+from hase_dagster.core.ort_runtime import EpName, load_onnx
+from hase_dagster.learn.predict import ModelPrediction, predict_model
+from hase_dagster.learn.regressor import mape, within
 from warehouse.store import Warehouse
 
 
@@ -30,9 +31,7 @@ def resolve_load(spec: str, store: Warehouse, ep: str, load_fields: list[str], p
             raise HaseError(f"--load {spec!r}: level must be a number in [0, 1]") from None
         return load_at_level(store, ep, level), f"level={level:.2f} (background measured at that stress level)"
     if spec == "prometheus":
-        from resources.prometheus import PrometheusResource
-
-        return PrometheusResource(url=prometheus_url).current_load(load_fields), f"prometheus at {prometheus_url}"
+        return PrometheusClient(url=prometheus_url).current_load(load_fields), f"prometheus at {prometheus_url}"
     raise HaseError(f"--load must be prometheus, idle or level=X, got {spec!r}")
 
 
@@ -76,9 +75,8 @@ def predict_file(
 def evaluate_files(paths: list[Path], profile: Profile, stress_levels: list[float], data_root: Path) -> dict[str, Any]:
     """Measure each model at each stress level (stressor on, background sampled first) and compare
     with the prediction made from that background: models need not be in the zoo."""
-    from hase_dagster.benchmark import BenchmarkTarget, run_benchmarks
-    from hase_dagster.stressor import Stressor
-    from hase_dagster.telemetry import LOAD_FIELD, TelemetrySampler, metric_source
+    from hase_dagster.measure.benchmark import BenchmarkTarget, run_benchmarks
+    from hase_dagster.measure.load import under_load
 
     ep = profile.execution_provider
     predictor = Predictor.load(predictor_path(data_root, ep))
@@ -91,12 +89,9 @@ def evaluate_files(paths: list[Path], profile: Profile, stress_levels: list[floa
             analysis = analyze_model(model_path, ep, Path(tmp) / f"{path.stem}.optimized.onnx")
             prepared.append((path, batch, model_path, analysis.kernels))
         for level in stress_levels:
-            with TelemetrySampler(metric_source(profile.device, profile.telemetry.fields), profile.telemetry.interval_s) as sampler:
-                with Stressor(profile.device, level) as stressor:
-                    if level > 0:
-                        stressor.wait_until_steady(lambda: sampler.sample_now().values.get(LOAD_FIELD[ep], 0.0))
-                    targets = [BenchmarkTarget(m, {"model": p.name, "batch_size": b}) for p, b, m, _ in prepared]
-                    rows = run_benchmarks(targets, ep, sampler, profile.model_timing, profile.telemetry, profile.ort, level="all")
+            with under_load(profile.device, level, profile.telemetry) as loaded:
+                targets = [BenchmarkTarget(m, {"model": p.name, "batch_size": b}) for p, b, m, _ in prepared]
+                rows = run_benchmarks(targets, ep, loaded.sampler, profile.model_timing, profile.telemetry, profile.ort, level="all")
             for (path, batch, _, kernels), row in zip(prepared, rows):
                 if row["status"] != "ok":
                     results.append({"model": path.name, "stress_level": level, "error": row["error"]})

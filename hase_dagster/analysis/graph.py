@@ -19,8 +19,9 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from hase_dagster.config import OrtOptions
-from hase_dagster.ort_runtime import EpName, load_onnx, make_session, quick_search, random_inputs
+from hase_dagster.core.dtypes import ort_name_of_onnx_type
+from hase_dagster.core.config import OrtOptions
+from hase_dagster.core.ort_runtime import EpName, load_onnx, make_session, quick_search, random_inputs
 
 PROFILE_RUNS = 3
 
@@ -254,8 +255,7 @@ def _tensor_table(
     """
     table = dict(graph_inputs)
     for init in model.graph.initializer:
-        dtype = helper.tensor_dtype_to_np_dtype(init.data_type).name
-        table[init.name] = TensorInfo(init.name, _ORT_DTYPE.get(dtype, dtype), tuple(init.dims))
+        table[init.name] = TensorInfo(init.name, ort_name_of_onnx_type(init.data_type), tuple(init.dims))
     for node in model.graph.node:
         seen = profile.get(node.name)
         outputs = [o for o in node.output if o]
@@ -264,8 +264,6 @@ def _tensor_table(
                 table[name] = TensorInfo(name, dtype, shape)
     return table
 
-
-_ORT_DTYPE = {"float32": "float", "float64": "double", "bool": "bool"}
 
 
 def _nodes_with_shapes(

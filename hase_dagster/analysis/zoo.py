@@ -12,9 +12,9 @@ from pathlib import Path
 
 import onnx
 
-from hase_dagster.config import Profile, ZooModel
-from hase_dagster.errors import HaseError, UnknownModelError
-from hase_dagster.ort_runtime import EpName, make_session, quick_search, random_inputs
+from hase_dagster.core.config import Profile, ZooModel
+from hase_dagster.core.errors import HaseError, UnknownModelError
+from hase_dagster.core.ort_runtime import EpName, make_session, quick_search, random_inputs
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,9 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
-from hase_dagster.config import OrtOptions
-from hase_dagster.errors import ExecutionProviderUnavailableError, ModelLoadError
+from hase_dagster.core.config import OrtOptions
+from hase_dagster.core.dtypes import element_type
+from hase_dagster.core.errors import ExecutionProviderUnavailableError, ModelLoadError
 
 EpName = Literal["cpu", "cuda"]
 PROVIDER_BY_EP: dict[str, str] = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
@@ -146,16 +147,6 @@ def device_name(ep: EpName) -> str:
     return "cpu"
 
 
-_NUMPY_BY_ORT_TYPE = {
-    "tensor(float)": np.float32,
-    "tensor(float16)": np.float16,
-    "tensor(double)": np.float64,
-    "tensor(int64)": np.int64,
-    "tensor(int32)": np.int32,
-    "tensor(int8)": np.int8,
-    "tensor(uint8)": np.uint8,
-    "tensor(bool)": np.bool_,
-}
 
 
 def random_inputs(session: ort.InferenceSession, seed: int = 0) -> dict[str, np.ndarray]:
@@ -164,9 +155,10 @@ def random_inputs(session: ort.InferenceSession, seed: int = 0) -> dict[str, np.
     feeds: dict[str, np.ndarray] = {}
     for arg in session.get_inputs():
         shape = [d if isinstance(d, int) and d > 0 else 1 for d in arg.shape]
-        dtype = _NUMPY_BY_ORT_TYPE.get(arg.type)
-        if dtype is None:
+        known = element_type(arg.type)
+        if known is None:
             raise ModelLoadError(f"input {arg.name!r} has unsupported type {arg.type}")
+        dtype = known.numpy
         if np.issubdtype(dtype, np.floating):
             feeds[arg.name] = rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
         else:

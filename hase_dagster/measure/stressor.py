@@ -5,7 +5,7 @@ Intensity is the fraction of each period the device is kept busy: on a GPU by ma
 workers ask the kernel to end them when their parent dies (PR_SET_PDEATHSIG), and :class:`Stressor`
 ends the whole process group on exit, so no stressor outlives the run that started it.
 
-Run directly: ``python -m hase_dagster.stressor --device cpu --intensity 0.5 --duration 10``.
+Run directly: ``python -m hase_dagster.measure.stressor --device cpu --intensity 0.5 --duration 10``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from hase_dagster.errors import HaseError
+from hase_dagster.core.errors import HaseError
 
 PERIOD_S = 0.02
 _PR_SET_PDEATHSIG = 1
@@ -142,7 +142,7 @@ class Stressor:
     def start(self) -> None:
         if self.process is not None:
             raise HaseError("stressor already started")
-        command = [sys.executable, "-m", "hase_dagster.stressor", "--device", self.device, "--intensity", str(self.intensity)]
+        command = [sys.executable, "-m", "hase_dagster.measure.stressor", "--device", self.device, "--intensity", str(self.intensity)]
         self.process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True, preexec_fn=die_with_parent,

@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hase_dagster.learning import Predictor, background_load, kernels_by_variant, measured_models, train_predictor
-from hase_dagster.predict import predict_model
-from hase_dagster.regressor import mape, within
+from hase_dagster.learn.training import Predictor, background_load, kernels_by_variant, measured_models, train_predictor
+from hase_dagster.learn.predict import predict_model
+from hase_dagster.learn.regressor import mape, within
 from warehouse.store import Warehouse
 
 

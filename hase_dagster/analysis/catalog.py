@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hase_dagster.costs import bytes_moved, estimate_flops, tensor_bytes
-from hase_dagster.fusion import FusionMap
-from hase_dagster.graph_analysis import OptimizedGraph, OptimizedNode, TensorInfo
+from hase_dagster.analysis.costs import bytes_moved, estimate_flops, tensor_bytes
+from hase_dagster.analysis.fusion import FusionMap
+from hase_dagster.analysis.graph import OptimizedGraph, OptimizedNode, TensorInfo
 
 
 @dataclass

@@ -11,11 +11,11 @@ from typing import Any
 
 import pandas as pd
 
-from hase_dagster.catalog import Kernel, kernel_from_dict
-from hase_dagster.errors import HaseError
-from hase_dagster.predict import Composition, Sums, model_sums
-from hase_dagster.regressor import LatencyRegressor, train_regressor, training_rows
-from hase_dagster.telemetry import ALL_FIELDS, LOAD_FIELD
+from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
+from hase_dagster.core.errors import HaseError
+from hase_dagster.learn.predict import Composition, Sums, model_sums
+from hase_dagster.learn.regressor import LatencyRegressor, train_regressor, training_rows
+from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
 from warehouse.store import Warehouse
 
 

@@ -4,7 +4,7 @@ Every metric is a gauge named exactly like its telemetry field (``DCGM_FI_DEV_GP
 ``HOST_CPU_UTIL``, ...) with a ``device`` label (``cuda:0`` or ``cpu``). Only the fields this
 machine can really provide are exported: a GPU field is never invented on a CPU-only host.
 
-    python -m hase_dagster.exporter [--device cpu|cuda] [--port 9400] [--fields F1,F2]
+    python -m hase_dagster.measure.exporter [--device cpu|cuda] [--port 9400] [--fields F1,F2]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import threading
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from hase_dagster import telemetry
+from hase_dagster.measure import telemetry
 
 DEVICE_LABELS = {"cuda": "cuda:0", "cpu": "cpu"}
 
@@ -80,7 +80,7 @@ def serve_metrics(
 
 
 def _default_device() -> str:
-    from hase_dagster.ort_runtime import cuda_is_usable
+    from hase_dagster.core.ort_runtime import cuda_is_usable
 
     return "cuda" if cuda_is_usable() else "cpu"
 
@@ -93,7 +93,7 @@ def _available_fields(device: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command line entry point (``python -m hase_dagster.exporter``, ``hase exporter``)."""
+    """Command line entry point (``python -m hase_dagster.measure.exporter``, ``hase exporter``)."""
     parser = argparse.ArgumentParser(prog="hase exporter", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=sorted(DEVICE_LABELS), default=None,
                         help="device to report (default: cuda where the CUDA EP truly runs, else cpu)")

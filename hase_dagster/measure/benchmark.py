@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hase_dagster.config import OrtOptions, TelemetryOptions, TimingOptions
-from hase_dagster.ort_runtime import EpName, OptimizationLevel
-from hase_dagster.runner import ModelRunner, TimingConfig
-from hase_dagster.telemetry import ALL_FIELDS, TelemetrySampler
+from hase_dagster.core.config import OrtOptions, TelemetryOptions, TimingOptions
+from hase_dagster.core.ort_runtime import EpName, OptimizationLevel
+from hase_dagster.core.config import TimingOptions
+from hase_dagster.measure.runner import ModelRunner
+from hase_dagster.measure.telemetry import ALL_FIELDS, TelemetrySampler
 
 Progress = Callable[[int, int, float], None]
 
@@ -29,10 +30,6 @@ class BenchmarkTarget:
 
     path: Path
     labels: dict[str, Any] = field(default_factory=dict)
-
-
-def timing_config(options: TimingOptions) -> TimingConfig:
-    return TimingConfig(**options.model_dump())
 
 
 def metric_columns(prefix: str, values: dict[str, float]) -> dict[str, float | None]:
@@ -52,9 +49,8 @@ def run_benchmarks(
 ) -> list[dict[str, Any]]:
     """Time every target; a target that fails gets a row with its error and no latency."""
     targets = list(targets)
-    config = timing_config(timing)
     with _pinned_to_one_core(ep == "cpu"):
-        return _run_all(targets, ep, sampler, config, telemetry, options, level, progress)
+        return _run_all(targets, ep, sampler, timing, telemetry, options, level, progress)
 
 
 @contextmanager
@@ -76,7 +72,7 @@ def _run_all(
     targets: list[BenchmarkTarget],
     ep: EpName,
     sampler: TelemetrySampler,
-    config: TimingConfig,
+    config: TimingOptions,
     telemetry: TelemetryOptions,
     options: OrtOptions | None,
     level: OptimizationLevel,

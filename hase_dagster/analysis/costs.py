@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from math import prod
 from typing import Any
 
-from hase_dagster.graph_analysis import TensorInfo
+from hase_dagster.core.dtypes import element_bytes
+from hase_dagster.analysis.graph import TensorInfo
 
-DTYPE_BYTES = {"float": 4, "float16": 2, "double": 8, "int64": 8, "int32": 4, "int8": 1, "uint8": 1, "bool": 1}
 # FLOPs per output element of element-wise and normalisation ops (rough but consistent).
 PER_ELEMENT = {
     "Relu": 1, "Clip": 1, "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Sum": 1, "Sigmoid": 4,
@@ -25,7 +25,7 @@ ACTIVATION_FLOPS = {"Relu": 1, "Clip": 1, "Sigmoid": 4, "Tanh": 4, "LeakyRelu": 
 
 def tensor_bytes(tensor: TensorInfo) -> int:
     """Bytes of a tensor from its shape and element type (4 when the type is unknown)."""
-    return tensor.numel * DTYPE_BYTES.get(tensor.dtype, 4)
+    return tensor.numel * element_bytes(tensor.dtype)
 
 
 def _conv_flops(attributes: dict[str, Any], inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]) -> int:

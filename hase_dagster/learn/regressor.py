@@ -17,9 +17,9 @@ from typing import Any, Protocol
 import numpy as np
 import pandas as pd
 
-from hase_dagster.errors import HaseError
-from hase_dagster.features import as_matrix, feature_frame
-from hase_dagster.telemetry import LOAD_FIELD
+from hase_dagster.core.errors import HaseError
+from hase_dagster.learn.features import as_matrix, feature_frame
+from hase_dagster.core.metrics import LOAD_FIELD
 
 MIN_TRAINING_ROWS = 20
 TARGETS = ("median_ms", "mean_ms", "p90_ms")

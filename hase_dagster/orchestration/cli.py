@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from hase_dagster.errors import HaseError
+from hase_dagster.core.errors import HaseError
 
 JSON_SCHEMA_VERSION = 1
 
@@ -21,8 +21,8 @@ def _print_json(document: dict[str, Any]) -> None:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from hase_dagster.analysis import analyze_model
-    from hase_dagster.ort_runtime import device_name
+    from hase_dagster.analysis.analyze import analyze_model
+    from hase_dagster.core.ort_runtime import device_name
 
     with tempfile.TemporaryDirectory() as tmp:
         analysis = analyze_model(args.model, args.ep, Path(tmp) / "optimized.onnx")
@@ -73,7 +73,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_materialize(args: argparse.Namespace) -> int:
-    from hase_dagster.pipeline import materialize_all
+    from hase_dagster.orchestration.materialize import materialize_all
 
     started = time.monotonic()
     stages = tuple(args.stage) if args.stage else ("analysis", "benchmark", "learning")
@@ -93,7 +93,7 @@ def cmd_materialize(args: argparse.Namespace) -> int:
 
 
 def cmd_add_batch_size(args: argparse.Namespace) -> int:
-    from hase_dagster.pipeline import add_batch_sizes
+    from hase_dagster.orchestration.materialize import add_batch_sizes
 
     added = add_batch_sizes(args.batch_size)
     print(f"batch-size partitions added: {added or 'none (all existed)'}; backfill them in the UI or with `hase materialize --batch-size`")
@@ -101,11 +101,12 @@ def cmd_add_batch_size(args: argparse.Namespace) -> int:
 
 
 def cmd_run_kernel(args: argparse.Namespace) -> int:
-    from hase_dagster.config import OrtOptions
-    from hase_dagster.runner import TimingConfig, time_model
+    from hase_dagster.core.config import OrtOptions
+    from hase_dagster.core.config import TimingOptions
+    from hase_dagster.measure.runner import time_model
 
     warmup = 0 if args.no_warmup else args.warmup
-    config = TimingConfig(
+    config = TimingOptions(
         warmup=warmup, min_loops=args.loops, max_loops=args.loops, min_seconds=0, max_seconds=1e9, clock=args.clock
     )
     options = OrtOptions(intra_op_num_threads=args.threads, cudnn_conv_algo_search=args.cudnn_algo_search)
@@ -122,7 +123,7 @@ def cmd_run_kernel(args: argparse.Namespace) -> int:
 
 
 def cmd_stress(args: argparse.Namespace) -> int:
-    from hase_dagster.stressor import Stressor
+    from hase_dagster.measure.stressor import Stressor
 
     with Stressor(args.device, args.intensity):
         print(f"stressing {args.device} at {args.intensity:.2f} for {args.duration:.0f} s (Ctrl-C stops)", flush=True)
@@ -134,13 +135,13 @@ def cmd_stress(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from hase_dagster.config import data_dir
-    from hase_dagster.paths import DataPaths
-    from hase_dagster.reports import benchmark_report, export_tables
+    from hase_dagster.core.config import data_dir
+    from hase_dagster.core.paths import DataPaths
+    from hase_dagster.learn.reports import benchmark_report, export_tables
     from warehouse.store import Warehouse
 
-    from hase_dagster.learning import Predictor, predictor_path
-    from hase_dagster.reports import regressor_report
+    from hase_dagster.learn.training import Predictor, predictor_path
+    from hase_dagster.learn.reports import regressor_report
 
     paths = DataPaths(data_dir())
     store = Warehouse(paths.database)
@@ -155,7 +156,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_cupti(args: argparse.Namespace) -> int:
-    from hase_dagster.cupti import clock_disagreements, device_time
+    from hase_dagster.measure.cupti import clock_disagreements, device_time
 
     rows = [device_time(path, runs=args.runs, level=args.optimization) for path in args.models]
     off = clock_disagreements(rows, args.max_clock_error) if args.max_clock_error is not None else []
@@ -166,8 +167,8 @@ def cmd_cupti(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from hase_dagster.config import data_dir, load_config
-    from hase_dagster.predict_file import predict_file
+    from hase_dagster.core.config import data_dir, load_config
+    from hase_dagster.learn.predict_file import predict_file
 
     config = load_config()
     prediction = predict_file(args.model, args.batch_size, args.ep, args.load, data_dir(), config.prometheus_url)
@@ -189,8 +190,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from hase_dagster.config import data_dir, load_config, select_profile
-    from hase_dagster.predict_file import evaluate_files
+    from hase_dagster.core.config import data_dir, load_config
+    from hase_dagster.core.profiles import select_profile
+    from hase_dagster.learn.predict_file import evaluate_files
 
     paths = sorted(args.path.glob("*.onnx")) if args.path.is_dir() else [args.path]
     if not paths:
@@ -214,9 +216,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate_tables(args: argparse.Namespace) -> int:
-    from hase_dagster.evaluation import evaluate, scatter_plot
-    from hase_dagster.learning import train_predictor
-    from hase_dagster.reports import import_tables
+    from hase_dagster.learn.evaluation import evaluate, scatter_plot
+    from hase_dagster.learn.training import train_predictor
+    from hase_dagster.learn.reports import import_tables
 
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -225,7 +227,7 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
         result = evaluate(store, args.ep, shipped)
     (args.out / "evaluation.md").write_text(result.markdown)
     scatter_plot(result.cases, args.out / "evaluation.png", f"Hase on {args.ep}")
-    from hase_dagster.reports import regressor_report
+    from hase_dagster.learn.reports import regressor_report
 
     (args.out / "regressor.md").write_text(
         regressor_report(shipped.regressor.metrics) + f"\n\nComposition: {vars(shipped.composition)}\n"
@@ -235,7 +237,7 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_merge_tables(args: argparse.Namespace) -> int:
-    from hase_dagster.reports import merge_exports
+    from hase_dagster.learn.reports import merge_exports
 
     for table, rows in merge_exports(args.sources, args.out).items():
         print(f"{table}: {rows} rows")
@@ -243,7 +245,7 @@ def cmd_merge_tables(args: argparse.Namespace) -> int:
 
 
 def cmd_exporter(args: argparse.Namespace) -> int:
-    from hase_dagster.exporter import main as exporter_main
+    from hase_dagster.measure.exporter import main as exporter_main
 
     return exporter_main(args.exporter_args)
 

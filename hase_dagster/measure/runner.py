@@ -3,7 +3,7 @@
 On CUDA every input and output is bound on the device (IO binding), so no host<->device copy is
 timed. Two clocks: ``host`` times each run as the caller sees it (launch, run, sync: what a user
 measures for a whole model); ``device`` (CUDA only) times the GPU work of each run alone (see
-:mod:`hase_dagster.device_clock`), for kernels whose standalone launch overhead a model run does not
+:mod:`hase_dagster.measure.device_clock`), for kernels whose standalone launch overhead a model run does not
 pay per kernel. The loop stops early once the mean is known to ``target_rel_ci`` (95% confidence half-width
 over mean), and never before ``min_loops`` runs or ``min_seconds`` of timed work.
 """
@@ -20,33 +20,12 @@ from typing import Any, Literal
 import numpy as np
 import onnxruntime as ort
 
-from hase_dagster.config import OrtOptions
-from hase_dagster.errors import ModelLoadError
-from hase_dagster.kernel_models import load_inputs
-from hase_dagster.ort_runtime import EpName, OptimizationLevel, make_session, random_inputs
+from hase_dagster.core.config import OrtOptions, TimingOptions
+from hase_dagster.core.errors import ModelLoadError
+from hase_dagster.analysis.kernel_models import load_inputs
+from hase_dagster.core.ort_runtime import EpName, OptimizationLevel, make_session, random_inputs
 
 Clock = Literal["host", "device"]
-
-
-@dataclass(frozen=True)
-class TimingConfig:
-    """How long to time: warmup runs (0 = off), loop bounds, and the precision to stop at.
-
-    The loop runs at least ``min_loops`` times and ``min_seconds`` of wall time; it stops at ``max_loops``, at
-    ``max_seconds``, or as soon as the mean's 95% CI half-width is within ``target_rel_ci``.
-    """
-
-    warmup: int = 10
-    min_loops: int = 10
-    max_loops: int = 200
-    min_seconds: float = 0.05
-    max_seconds: float = 3.0
-    target_rel_ci: float = 0.02
-    clock: Clock = "host"
-
-    def __post_init__(self) -> None:
-        if self.warmup < 0 or self.min_loops < 1 or self.max_loops < self.min_loops:
-            raise ValueError(f"invalid timing config {self}: need warmup >= 0 and 1 <= min_loops <= max_loops")
 
 
 @dataclass(frozen=True)
@@ -108,7 +87,7 @@ class ModelRunner:
         if clock == "device":
             if ep != "cuda":
                 raise ValueError(f"the device clock times CUDA runs; {path} runs on {ep}: use clock 'host'")
-            from hase_dagster.device_clock import DeviceClock
+            from hase_dagster.measure.device_clock import DeviceClock
 
             self._device_clock = DeviceClock()
         stream = self._device_clock.stream_handle if self._device_clock else None
@@ -148,7 +127,7 @@ class ModelRunner:
         assert self._device_clock is not None
         return self._device_clock.time(self._run)
 
-    def time(self, config: TimingConfig = TimingConfig()) -> Timing:
+    def time(self, config: TimingOptions = TimingOptions()) -> Timing:
         """Warm up, then time single runs until the mean is precise enough or the cap is hit."""
         if config.clock != self.clock:
             raise ValueError(f"this runner was built for the {self.clock} clock, the config asks for {config.clock}")
@@ -190,7 +169,7 @@ class ModelRunner:
 def time_model(
     path: str | os.PathLike[str],
     ep: EpName,
-    config: TimingConfig = TimingConfig(),
+    config: TimingOptions = TimingOptions(),
     options: OrtOptions | None = None,
     level: OptimizationLevel = "disable",
 ) -> Timing:

@@ -22,9 +22,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from hase_dagster.config import OrtOptions
-from hase_dagster.graph_analysis import OptimizedGraph, OptimizedNode, name_all_nodes
-from hase_dagster.ort_runtime import EpName, make_session, quick_search, random_inputs
+from hase_dagster.core.config import OrtOptions
+from hase_dagster.analysis.graph import OptimizedGraph, OptimizedNode, name_all_nodes
+from hase_dagster.core.ort_runtime import EpName, make_session, quick_search, random_inputs
 
 # Ops that compute nothing at inference time: absorbed, but left out of family names.
 NO_OP_TYPES = frozenset({"Identity", "Dropout"})

@@ -13,10 +13,11 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from hase_dagster.errors import ConfigError
+from hase_dagster.core.metrics import ALL_FIELDS
+from hase_dagster.core.errors import ConfigError
 
-DEFAULT_CONFIG_PATH = Path(__file__).resolve().parent.parent / "hase.yaml"
-DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent / ".hase_data"
+DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "hase.yaml"
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / ".hase_data"
 
 PositiveInt = Annotated[int, Field(gt=0)]
 
@@ -54,7 +55,7 @@ class OrtOptions(_Strict):
 
 
 class TimingOptions(_Strict):
-    """Warmup and loop bounds of one timing (see ``hase_dagster.runner.TimingConfig``)."""
+    """Warmup and loop bounds of one timing (see ``hase_dagster.measure.runner.TimingConfig``)."""
 
     warmup: Annotated[int, Field(ge=0)] = 10
     min_loops: PositiveInt = 10
@@ -89,8 +90,6 @@ class TelemetryOptions(_Strict):
 
     @model_validator(mode="after")
     def _known_fields(self) -> TelemetryOptions:
-        from hase_dagster.telemetry import ALL_FIELDS
-
         unknown = [f for f in self.fields if f not in ALL_FIELDS]
         if unknown:
             raise ValueError(f"unknown telemetry fields {unknown}")
@@ -188,21 +187,6 @@ def load_config(path: str | os.PathLike[str] | None = None) -> HaseConfig:
         raise ConfigError(f"invalid config {config_path}: {_format_validation_error(exc)}") from exc
     named = {key: profile.model_copy(update={"name": key}) for key, profile in config.profiles.items()}
     return config.model_copy(update={"profiles": named})
-
-
-def select_profile(config: HaseConfig, name: str | None = None) -> Profile:
-    """Return the profile ``name`` (or HASE_PROFILE, or the config default).
-
-    ``auto`` resolves to ``gpu`` when the CUDA execution provider truly runs here, else ``cpu``.
-    """
-    wanted = name or os.environ.get("HASE_PROFILE") or config.default_profile
-    if wanted == "auto":
-        from hase_dagster.ort_runtime import cuda_is_usable
-
-        wanted = "gpu" if cuda_is_usable() and "gpu" in config.profiles else "cpu"
-    if wanted not in config.profiles:
-        raise ConfigError(f"unknown profile {wanted!r}; the config has {sorted(config.profiles)}")
-    return config.profiles[wanted]
 
 
 def data_dir(override: str | os.PathLike[str] | None = None) -> Path:

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 from scipy.optimize import lsq_linear
 
-from hase_dagster.catalog import Kernel
-from hase_dagster.features import feature_frame
-from hase_dagster.fusion import VIEW_OP_TYPES
-from hase_dagster.model_dag import build_dag, critical_path
-from hase_dagster.regressor import LatencyRegressor
+from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.learn.features import feature_frame
+from hase_dagster.analysis.fusion import VIEW_OP_TYPES
+from hase_dagster.analysis.model_dag import build_dag, critical_path
+from hase_dagster.learn.regressor import LatencyRegressor
 
 
 @dataclass

@@ -14,22 +14,13 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from hase_dagster.catalog import Kernel
-from hase_dagster.config import OrtOptions
-from hase_dagster.errors import ModelLoadError
-from hase_dagster.graph_analysis import TensorInfo
-from hase_dagster.ort_runtime import MAX_IR_VERSION, EpName, make_session, quick_search, random_inputs
+from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.core.config import OrtOptions
+from hase_dagster.core.dtypes import element_type
+from hase_dagster.core.errors import ModelLoadError
+from hase_dagster.analysis.graph import TensorInfo
+from hase_dagster.core.ort_runtime import MAX_IR_VERSION, EpName, make_session, quick_search, random_inputs
 
-_ONNX_TYPE = {
-    "float": onnx.TensorProto.FLOAT,
-    "float16": onnx.TensorProto.FLOAT16,
-    "double": onnx.TensorProto.DOUBLE,
-    "int64": onnx.TensorProto.INT64,
-    "int32": onnx.TensorProto.INT32,
-    "int8": onnx.TensorProto.INT8,
-    "uint8": onnx.TensorProto.UINT8,
-    "bool": onnx.TensorProto.BOOL,
-}
 
 
 # Dummy inputs are saved up to this size; larger ones (a batch-128 convolution reads GBs) are drawn
@@ -38,9 +29,10 @@ SAVED_INPUT_BYTES = 64 * 1024**2
 
 
 def _value_info(tensor: TensorInfo) -> onnx.ValueInfoProto:
-    if tensor.dtype not in _ONNX_TYPE:
+    known = element_type(tensor.dtype)
+    if known is None:
         raise ModelLoadError(f"tensor {tensor.name!r} has a type ORT did not report ({tensor.dtype!r})")
-    return helper.make_tensor_value_info(tensor.name, _ONNX_TYPE[tensor.dtype], list(tensor.shape))
+    return helper.make_tensor_value_info(tensor.name, known.onnx_type, list(tensor.shape))
 
 
 def build_kernel_model(optimized_model: onnx.ModelProto, kernel: Kernel) -> onnx.ModelProto:

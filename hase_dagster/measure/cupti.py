@@ -14,7 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hase_dagster.runner import ModelRunner, TimingConfig
+from hase_dagster.core.config import TimingOptions
+from hase_dagster.measure.runner import ModelRunner
 
 DEVICE_EVENT_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 
@@ -27,10 +28,10 @@ def device_time(path: str | os.PathLike[str], runs: int = 20, level: str = "disa
 
     loop = dict(warmup=10, min_loops=runs, max_loops=runs, max_seconds=30)
     device_clock = ModelRunner(path, "cuda", level=level, clock="device")  # type: ignore[arg-type]
-    clocked = device_clock.time(TimingConfig(**loop, clock="device"))  # type: ignore[arg-type]
+    clocked = device_clock.time(TimingOptions(**loop, clock="device"))  # type: ignore[arg-type]
     del device_clock
     runner = ModelRunner(path, "cuda", level=level)  # type: ignore[arg-type]
-    wall = runner.time(TimingConfig(**loop))  # type: ignore[arg-type]
+    wall = runner.time(TimingOptions(**loop))  # type: ignore[arg-type]
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(runs):
             runner._run()

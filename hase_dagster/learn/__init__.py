@@ -1,0 +1,2 @@
+"""Learning: features, kernel regressors, whole-model composition, prediction of any ONNX file,
+evaluation and reports. Builds on ``core``, ``analysis``, ``measure`` and the ``warehouse``."""

@@ -1,0 +1,1 @@
+"""Orchestration: the ``hase`` command line and the materialize driver over the Dagster definitions."""
