@@ -61,7 +61,7 @@ def latency_regressor(context: dg.AssetExecutionContext, hase: HaseResource) -> 
             "comparison": dg.MetadataValue.md(comparison.to_markdown(index=False)),
             "held_out_architectures": dg.MetadataValue.json(best["held_out_architectures"]),
             "mape_per_family": dg.MetadataValue.md(per_family.to_markdown(index=False)),
-            "composition": dg.MetadataValue.json(vars(predictor.composition)),
+            "composition": dg.MetadataValue.json(predictor.composition.to_json()),
         },
         check_results=[
             dg.AssetCheckResult(
@@ -129,7 +129,7 @@ def evaluation_report(context: dg.AssetExecutionContext, hase: HaseResource) -> 
     store = hase.warehouse()
     shipped = Predictor.load(predictor_path(hase.paths().root, ep))
     result = evaluate(store, ep, shipped)
-    out_dir = hase.paths().root / "reports" / ep
+    out_dir = hase.paths().reports(ep)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "evaluation.md").write_text(result.markdown + "\n\n" + overlap_section(hase.paths().optimized(ep)))
     image = scatter_plot(result.cases, out_dir / "evaluation.png", f"Hase on {ep}")

@@ -34,3 +34,10 @@ class DataPaths:
 
     def dags(self, ep: str) -> Path:
         return self.root / "dags" / ep
+
+    def predictor(self, ep: str) -> Path:
+        """The trained predictor's folder (JSON + model files, see ``learn.training.Predictor``)."""
+        return self.root / "regressors" / ep / "predictor"
+
+    def reports(self, ep: str) -> Path:
+        return self.root / "reports" / ep

@@ -1,11 +1,12 @@
 """Whole-model latency from kernel predictions: per-kernel regressor outputs under a given load,
 combined over the model's DAG and calibrated to measured whole-model latencies.
 
-Composition: a model's mean (and p90) latency is a bounded linear combination of its kernels'
-predicted sums (idle, idle x load, loaded, view ops apart), a per-kernel and a per-run term, fitted
-on the zoo's measured models (see :meth:`Sums.design`). Under GPU time-slicing waiting is paid per
-model run, not per kernel, so a raw sum of loaded kernel times is far off; the fit learns how much
-of each sum counts.
+Composition: a model's mean (and p90) latency is a bounded linear combination of named physical
+terms (:data:`MEAN_TERMS`): its kernels' predicted idle and loaded sums, a time-slicing wait that
+grows with the run's length and one paid once per run, a per-kernel and a per-run host cost, the
+launch-bound shortfall of kernels shorter than the host's dispatch, and view ops apart. The
+coefficients are fitted on measured whole models. Under GPU time-slicing waiting is paid per model
+run, not per kernel, so a raw sum of loaded kernel times is far off.
 """
 
 from __future__ import annotations
@@ -48,76 +49,149 @@ class Sums:
     # The part of idle_mean_ms / mean_ms that view ops (VIEW_FAMILIES) make up.
     view_idle_ms: float = 0.0
     view_mean_ms: float = 0.0
+    # Each non-view kernel's idle time, for the launch-bound term.
+    idle_kernel_ms: tuple[float, ...] = ()
 
-    def design(self) -> np.ndarray:
-        # Every term grows with the model's time (a constant or per-kernel term overcharged small,
-        # many-kernel models on the CPU). Load enters twice: as the loaded kernel sum (CPU
-        # time-sharing slows each kernel in proportion) and as a load share of the idle sum (GPU
-        # time-slicing: a kernel measured alone waits a whole slice, a model run does not).
-        # The kernel count carries a per-kernel term of either sign: host-clocked kernels (the CPU)
-        # each include one launch-and-sync overhead that a whole-model run pays once (negative);
-        # device-clocked kernels (the GPU) lack the host's dispatch gap between kernels (positive).
-        # A non-negative constant is the per-run overhead of a whole model (input/output binding,
-        # session dispatch): on the H100 grid it took the zoo from 15.3% to 10.1% MAPE.
-        # View ops get a term of their own: timed alone they copy their input (a graph output
-        # cannot alias a graph input), inside a model ORT's planner aliases them and no GPU kernel
-        # runs (the encoder: 180 of 360 kernels, 1.4 of 5.3 ms of standalone time).
+    def launch_shortfall_ms(self, dispatch_ms: float) -> float:
+        """GPU time left idle while the host dispatches kernels shorter than ``dispatch_ms``."""
+        return float(sum(max(0.0, dispatch_ms - g) for g in self.idle_kernel_ms))
+
+    def values(self, dispatch_ms: float) -> dict[str, float]:
+        """Each mean term's value for this model (see :data:`MEAN_TERMS`)."""
         share = self.load_util / 100.0
         idle = self.idle_mean_ms - self.view_idle_ms
-        loaded = self.mean_ms - self.view_mean_ms
-        return np.array([idle, share * idle, loaded, self.kernels, 1.0, self.view_idle_ms])
+        return {
+            "idle_kernels": idle,
+            "load_share_x_idle": share * idle,
+            "loaded_kernels": self.mean_ms - self.view_mean_ms,
+            "per_kernel": float(self.kernels),
+            "per_run": 1.0,
+            "view_ops": self.view_idle_ms,
+            "load_share_per_run": share,
+            "launch_shortfall": self.launch_shortfall_ms(dispatch_ms),
+            "p90_kernels": self.p90_ms,
+        }
 
 
 # Ops whose output is a view of their input: ORT's CUDA and CPU kernels for them declare an alias.
 VIEW_FAMILIES = VIEW_OP_TYPES | {"Identity"}
 
-# Time terms are non-negative; the kernel-count term (index 3) may take time away or add it; a view
-# op (index 5) costs at most its standalone copy (without that bound a zoo whose only views are
-# the CNNs' Flatten leaves the term free to explode).
-_SIGNED_TERMS = (3,)
-_AT_MOST_ONE = (5,)
+
+@dataclass(frozen=True)
+class Term:
+    """One term of the composition: its bounds, the coefficient it has without evidence, and why."""
+
+    name: str
+    lower: float
+    upper: float
+    prior: float
+    why: str
 
 
-def _bounds(width: int) -> tuple[list[float], list[float]]:
-    lower = [-np.inf if i in _SIGNED_TERMS else 0.0 for i in range(width)]
-    upper = [1.0 if i in _AT_MOST_ONE else np.inf for i in range(width)]
-    return lower, upper
+_INF = float("inf")
+# Every term is a physical cost; their coefficients are fitted on measured whole models.
+MEAN_TERMS: tuple[Term, ...] = (
+    Term("idle_kernels", 0.0, _INF, 1.0, "the kernels' idle times, views apart: the work itself"),
+    Term("load_share_x_idle", 0.0, _INF, 0.0,
+         "load share x idle sum: under GPU time-slicing a run yields slices in proportion to its length"),
+    Term("loaded_kernels", 0.0, _INF, 0.0, "the kernels' times under the load: CPU time-sharing slows each kernel"),
+    Term("per_kernel", -_INF, _INF, 0.0,
+         "kernel count: a host-clocked kernel alone pays a launch and sync a model pays once (negative); a "
+         "device-clocked one lacks the host's gap between kernels (positive)"),
+    Term("per_run", 0.0, _INF, 0.0, "1 ms: a whole run's fixed host work (binding, dispatch, sync)"),
+    Term("view_ops", 0.0, 1.0, 0.0,
+         "standalone copies of view ops (Reshape...), which a model aliases: at most their copy time"),
+    Term("load_share_per_run", 0.0, _INF, 0.0,
+         "load share x 1 ms: a run that arrives while the co-tenant holds the GPU waits out its slice, "
+         "whatever the run's length"),
+    Term("launch_shortfall", 0.0, _INF, 0.0,
+         "sum over kernels of max(0, dispatch - kernel time): the GPU idles while the host dispatches "
+         "kernels shorter than it (small models, batch 1)"),
+)
+P90_TERMS: tuple[Term, ...] = (*MEAN_TERMS, Term("p90_kernels", 0.0, _INF, 0.0, "the kernels' p90 sum"))
+# Host dispatch times tried for the launch-bound term (ms per kernel); 0 switches it off.
+DISPATCH_CANDIDATES_MS = (0.0, 0.004, 0.008, 0.016, 0.032)
+# Pull toward each term's prior, in units of squared relative error per (column-scaled) term.
+RIDGE = 1e-6
 
 
-def _relative_fit(design: np.ndarray, measured: np.ndarray) -> np.ndarray:
-    """Bounded least squares on relative errors: models span 1 to 300 ms, and a plain fit would
-    serve the largest and ignore the smallest."""
-    return lsq_linear(design / measured[:, None], np.ones(len(measured)), bounds=_bounds(design.shape[1])).x
+def _design(points: list[Sums], terms: tuple[Term, ...], dispatch_ms: float) -> np.ndarray:
+    return np.array([[s.values(dispatch_ms)[t.name] for t in terms] for s in points])
+
+
+def _relative_fit(design: np.ndarray, measured: np.ndarray, terms: tuple[Term, ...]) -> tuple[np.ndarray, float]:
+    """Bounded least squares on relative errors (models span 0.05 to 300 ms, and a plain fit would
+    serve the largest and ignore the smallest), with a light pull toward the priors; returns the
+    coefficients and the mean squared relative error."""
+    relative = design / measured[:, None]
+    scale = np.sqrt(np.mean(relative**2, axis=0))
+    scale[scale == 0] = 1.0
+    scaled = relative / scale
+    width = len(terms)
+    prior = np.array([t.prior for t in terms]) * scale
+    ridge = np.sqrt(RIDGE * len(measured)) * np.eye(width)
+    a = np.vstack([scaled, ridge])
+    b = np.concatenate([np.ones(len(measured)), ridge @ prior])
+    lower = np.array([t.lower for t in terms]) * scale
+    upper = np.array([t.upper for t in terms]) * scale
+    coefficients = lsq_linear(a, b, bounds=(lower, upper)).x / scale
+    error = float(np.mean((relative @ coefficients - 1.0) ** 2))
+    return coefficients, error
 
 
 @dataclass
 class Composition:
-    """Bounded least squares from kernel sums to measured model mean and p90 (ms)."""
+    """Bounded least squares from named kernel-sum terms to measured model mean and p90 (ms)."""
 
-    mean_coefficients: list[float] | None = None
-    p90_coefficients: list[float] | None = None
+    mean_coefficients: dict[str, float] | None = None
+    p90_coefficients: dict[str, float] | None = None
+    dispatch_ms: float = 0.0
     fitted_on: int = 0
 
     @classmethod
     def fit(cls, points: list[tuple[Sums, float, float]]) -> Composition:
-        """``points``: (sums, measured mean ms, measured p90 ms). Fewer than 3 points: identity."""
+        """``points``: (sums, measured mean ms, measured p90 ms). Fewer than 3 points: identity.
+
+        The host dispatch time of the launch-bound term is chosen among
+        :data:`DISPATCH_CANDIDATES_MS` by the mean's fit.
+        """
         if len(points) < 3:
             return cls()
-        design = np.array([s.design() for s, _, _ in points])
-        with_p90 = np.hstack([design, np.array([[s.p90_ms] for s, _, _ in points])])
-        mean = _relative_fit(design, np.array([m for _, m, _ in points]))
-        p90 = _relative_fit(with_p90, np.array([p for _, _, p in points]))
-        return cls(mean.tolist(), p90.tolist(), len(points))
+        sums = [s for s, _, _ in points]
+        mean_ms = np.array([m for _, m, _ in points])
+        p90_ms = np.array([p for _, _, p in points])
+        fits = {d: _relative_fit(_design(sums, MEAN_TERMS, d), mean_ms, MEAN_TERMS) for d in DISPATCH_CANDIDATES_MS}
+        dispatch = min(fits, key=lambda d: fits[d][1])
+        p90, _ = _relative_fit(_design(sums, P90_TERMS, dispatch), p90_ms, P90_TERMS)
+        return cls(
+            {t.name: float(c) for t, c in zip(MEAN_TERMS, fits[dispatch][0])},
+            {t.name: float(c) for t, c in zip(P90_TERMS, p90)},
+            dispatch,
+            len(points),
+        )
 
     def apply(self, sums: Sums) -> tuple[float, float]:
         if self.mean_coefficients is None or self.p90_coefficients is None:
             return sums.mean_ms, max(sums.p90_ms, sums.mean_ms)
-        design = sums.design()
+        values = sums.values(self.dispatch_ms)
         # A negative per-kernel term must not drive a prediction below a tenth of the idle sum.
         floor = 0.1 * sums.idle_mean_ms
-        mean = max(float(design @ np.array(self.mean_coefficients)), floor)
-        p90 = float(np.append(design, sums.p90_ms) @ np.array(self.p90_coefficients))
+        mean = max(sum(c * values[name] for name, c in self.mean_coefficients.items()), floor)
+        p90 = sum(c * values[name] for name, c in self.p90_coefficients.items())
         return mean, max(p90, mean)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Composition:
+        known = {t.name for t in P90_TERMS}
+        for key in ("mean_coefficients", "p90_coefficients"):
+            unknown = set(data.get(key) or {}) - known
+            if unknown:
+                raise ValueError(f"composition names unknown terms {sorted(unknown)}")
+        return cls(data.get("mean_coefficients"), data.get("p90_coefficients"), float(data.get("dispatch_ms", 0.0)),
+                   int(data.get("fitted_on", 0)))
 
 
 @dataclass
@@ -171,6 +245,7 @@ def kernel_sums(predictions: list[KernelPrediction], load_util: float, idle: lis
         idle_mean_ms=sum(p.mean_ms for p in idle),
         view_idle_ms=sum(p.mean_ms for p in idle if p.family in VIEW_FAMILIES),
         view_mean_ms=sum(p.mean_ms for p in predictions if p.family in VIEW_FAMILIES),
+        idle_kernel_ms=tuple(p.mean_ms for p in idle if p.family not in VIEW_FAMILIES),
     )
 
 

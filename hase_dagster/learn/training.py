@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,10 +13,18 @@ import pandas as pd
 
 from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
 from hase_dagster.core.errors import HaseError
+from hase_dagster.core.paths import DataPaths
+from hase_dagster.learn.estimators import dumps
 from hase_dagster.learn.predict import Composition, Sums, model_sums
 from hase_dagster.learn.regressor import LatencyRegressor, train_regressor, training_rows
 from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
 from warehouse.store import Warehouse
+
+
+# The predictor folder's format: data only (JSON, XGBoost's UBJSON, numpy arrays without pickle).
+PREDICTOR_FORMAT = "hase-predictor"
+PREDICTOR_FORMAT_VERSION = 2
+PREDICTOR_FILE = "predictor.json"
 
 
 @dataclass
@@ -26,33 +34,63 @@ class Predictor:
     regressor: LatencyRegressor
     composition: Composition
 
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_suffix(".partial")
-        partial.write_bytes(pickle.dumps(self))
-        partial.replace(path)
-        schema = {
-            "kind": self.regressor.kind, "ep": self.regressor.ep, "load_fields": self.regressor.load_fields,
-            "families": self.regressor.families, "ops": self.regressor.ops, "batch_sizes": self.regressor.batch_sizes,
-            "versions": self.regressor.versions, "composition": vars(self.composition),
+    def save(self, folder: str | os.PathLike[str]) -> Path:
+        """Write the predictor into ``folder`` (replaced whole: a half-written one never shows)."""
+        folder = Path(folder)
+        partial = folder.with_name(folder.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        document = {
+            "format": PREDICTOR_FORMAT, "format_version": PREDICTOR_FORMAT_VERSION,
+            "regressor": self.regressor.save(partial), "composition": self.composition.to_json(),
         }
-        path.with_suffix(".schema.json").write_text(json.dumps(schema, indent=1))
-        return path
+        (partial / PREDICTOR_FILE).write_text(dumps(document))
+        previous = folder.with_name(folder.name + ".previous")
+        shutil.rmtree(previous, ignore_errors=True)
+        if folder.exists():
+            folder.replace(previous)
+        partial.replace(folder)
+        shutil.rmtree(previous, ignore_errors=True)
+        return folder
 
     @staticmethod
-    def load(path: str | os.PathLike[str]) -> Predictor:
-        path = Path(path)
-        if not path.exists():
-            raise HaseError(f"no trained predictor at {path}: materialize latency_regressor first")
-        predictor = pickle.loads(path.read_bytes())
-        if not isinstance(predictor, Predictor):
-            raise HaseError(f"{path} does not hold a Hase predictor")
-        return predictor
+    def load(folder: str | os.PathLike[str]) -> Predictor:
+        """Read a predictor folder. Nothing in it is executed; a pickle from Hase before the folder
+        format, a corrupt or foreign file, or another format version is refused with a HaseError."""
+        folder = Path(folder)
+        legacy = folder.with_name("predictor.pkl") if folder.is_dir() or not folder.exists() else folder
+        if folder.suffix == ".pkl" or (not folder.exists() and legacy.exists()):
+            raise HaseError(
+                f"{legacy} is a pickled predictor from an older Hase, which is no longer loaded (a pickle can run "
+                "code): materialize latency_regressor again to write the folder format"
+            )
+        document_path = folder / PREDICTOR_FILE
+        if not document_path.exists():
+            raise HaseError(f"no trained predictor at {folder}: materialize latency_regressor first")
+        try:
+            document = json.loads(document_path.read_text())
+        except (OSError, ValueError) as exc:
+            raise HaseError(f"{document_path} is not a readable predictor: {exc}") from exc
+        if not isinstance(document, dict) or document.get("format") != PREDICTOR_FORMAT:
+            raise HaseError(f"{document_path} does not hold a Hase predictor")
+        if document.get("format_version") != PREDICTOR_FORMAT_VERSION:
+            raise HaseError(
+                f"{document_path} has predictor format version {document.get('format_version')}, this Hase reads "
+                f"{PREDICTOR_FORMAT_VERSION}: materialize latency_regressor again"
+            )
+        try:
+            regressor = LatencyRegressor.load(document["regressor"], folder)
+            composition = Composition.from_json(document["composition"])
+        except (KeyError, TypeError, ValueError, OSError) as exc:
+            raise HaseError(f"{folder} holds a damaged predictor: {exc}") from exc
+        except Exception as exc:  # XGBoost raises its own error type for a damaged model file
+            raise HaseError(f"{folder} holds a damaged predictor: {str(exc).splitlines()[0]}") from exc
+        return Predictor(regressor, composition)
 
 
 def predictor_path(root: Path, ep: str) -> Path:
-    return root / "regressors" / ep / "predictor.pkl"
+    """The predictor folder of ``ep`` in the data directory ``root``."""
+    return DataPaths(root).predictor(ep)
 
 
 def kernel_from_row(row: dict[str, Any]) -> Kernel:

@@ -230,7 +230,7 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     from hase_dagster.learn.reports import regressor_report
 
     (args.out / "regressor.md").write_text(
-        regressor_report(shipped.regressor.metrics) + f"\n\nComposition: {vars(shipped.composition)}\n"
+        regressor_report(shipped.regressor.metrics) + f"\n\nComposition: {shipped.composition.to_json()}\n"
     )
     print(result.summary.round(2).to_markdown(index=False))
     return 0

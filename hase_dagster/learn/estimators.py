@@ -1,0 +1,340 @@
+"""The estimators behind the kernel regressor, each saved in a format that loading cannot execute.
+
+Every estimator predicts log(ms) from the feature matrix and saves itself into a folder as data
+(JSON numbers, XGBoost's own UBJSON model, numpy arrays read with ``allow_pickle=False``):
+
+- :class:`FlopsBaseline`: log(latency) linear in log(FLOPs), log(bytes) and load, per family;
+- :class:`Forest`: a RandomForest trained by scikit-learn, kept as the arrays of its trees;
+- :class:`Boosted`: XGBoost, kept as XGBoost's own model file;
+- :class:`RooflineResidual`: a roofline base per op class (time = a + b x FLOPs + c x bytes, with
+  non-negative coefficients, so it grows linearly past the largest kernel it saw) times an XGBoost
+  correction learned on log(measured / base). Trees alone are flat outside the shapes they were
+  trained on; the base carries the extrapolation and the trees only the shape-specific residual.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+from scipy.optimize import nnls
+
+# Clip log predictions: a linear model can extrapolate wildly.
+LOG_MS_RANGE = (-12.0, 12.0)
+
+
+class Estimator(Protocol):
+    """Predicts log(ms) from a feature matrix; saves to and loads from a folder."""
+
+    kind: str
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> Estimator: ...
+    def predict(self, x: np.ndarray) -> np.ndarray: ...
+    def save(self, folder: Path, stem: str) -> dict[str, Any]: ...
+
+
+class FeatureLayout:
+    """Where the named numeric columns and the one-hot family/op blocks sit in the matrix."""
+
+    def __init__(self, columns: dict[str, int], n_numeric: int, families: list[str], ops: list[str]) -> None:
+        self.columns = columns
+        self.n_numeric = n_numeric
+        self.families = families
+        self.ops = ops
+
+    def family_index(self, x: np.ndarray) -> np.ndarray:
+        """Index of each row's family in ``families``, -1 for a family never seen."""
+        hot = x[:, self.n_numeric : self.n_numeric + len(self.families)]
+        if hot.shape[1] == 0:
+            return np.full(len(x), -1)
+        return np.where(hot.any(axis=1), np.argmax(hot, axis=1), -1)
+
+    def op_index(self, x: np.ndarray) -> np.ndarray:
+        """Index of each row's op in ``ops``, -1 for an op never seen."""
+        start = self.n_numeric + len(self.families)
+        hot = x[:, start : start + len(self.ops)]
+        if hot.shape[1] == 0:
+            return np.full(len(x), -1)
+        return np.where(hot.any(axis=1), np.argmax(hot, axis=1), -1)
+
+    def column(self, x: np.ndarray, name: str) -> np.ndarray:
+        return x[:, self.columns[name]]
+
+    def load_columns(self) -> list[int]:
+        return [i for name, i in self.columns.items() if name.startswith("load_")]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"columns": self.columns, "n_numeric": self.n_numeric, "families": self.families, "ops": self.ops}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FeatureLayout:
+        return cls({k: int(v) for k, v in data["columns"].items()}, int(data["n_numeric"]), list(data["families"]),
+                   list(data["ops"]))
+
+
+class FlopsBaseline:
+    """log(latency) linear in log(FLOPs), log(bytes) and load, fitted per family (global fallback)."""
+
+    kind = "flops_baseline"
+    LOG_COLUMNS = ("log_flops", "log_input_bytes", "log_output_bytes")
+
+    def __init__(self, layout: FeatureLayout) -> None:
+        self.layout = layout
+        self.per_family: dict[int, np.ndarray] = {}
+        self.global_fit: np.ndarray | None = None
+        self.target_range = (-np.inf, np.inf)
+
+    def _design(self, x: np.ndarray) -> np.ndarray:
+        columns = [self.layout.columns[c] for c in self.LOG_COLUMNS]
+        return np.hstack([np.ones((len(x), 1)), x[:, columns], x[:, self.layout.load_columns()] / 100.0])
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> FlopsBaseline:
+        design = self._design(x)
+        # A line extrapolates without bound; keep predictions within 10x of what training saw.
+        self.target_range = (float(y.min()) - np.log(10), float(y.max()) + np.log(10))
+        self.global_fit = np.linalg.lstsq(design, y, rcond=None)[0]
+        family_index = self.layout.family_index(x)
+        for f in range(len(self.layout.families)):
+            rows = family_index == f
+            if rows.sum() >= design.shape[1] + 2:
+                self.per_family[f] = np.linalg.lstsq(design[rows], y[rows], rcond=None)[0]
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        if self.global_fit is None:
+            raise ValueError("FlopsBaseline.predict before fit")
+        design = self._design(x)
+        family_index = self.layout.family_index(x)
+        out = design @ self.global_fit
+        for f, coefficients in self.per_family.items():
+            rows = family_index == f
+            out[rows] = design[rows] @ coefficients
+        return np.clip(out, *self.target_range)
+
+    def save(self, folder: Path, stem: str) -> dict[str, Any]:
+        return {"kind": self.kind, "global_fit": _floats(self.global_fit), "target_range": list(self.target_range),
+                "per_family": {str(f): _floats(c) for f, c in self.per_family.items()}}
+
+    @classmethod
+    def load(cls, layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> FlopsBaseline:
+        model = cls(layout)
+        model.global_fit = np.array(entry["global_fit"], dtype=float)
+        model.target_range = (float(entry["target_range"][0]), float(entry["target_range"][1]))
+        model.per_family = {int(f): np.array(c, dtype=float) for f, c in entry["per_family"].items()}
+        return model
+
+
+class Forest:
+    """A RandomForest (scikit-learn) kept as its trees' arrays; prediction walks the arrays."""
+
+    kind = "random_forest"
+
+    def __init__(self, n_estimators: int = 200) -> None:
+        self.n_estimators = n_estimators
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> Forest:
+        from sklearn.ensemble import RandomForestRegressor
+
+        forest = RandomForestRegressor(n_estimators=self.n_estimators, min_samples_leaf=1, n_jobs=-1, random_state=0)
+        forest.fit(x, y)
+        trees = [estimator.tree_ for estimator in forest.estimators_]
+        offsets = np.cumsum([0] + [t.node_count for t in trees])
+        # Children are stored as global node indices (leaves point at themselves) so one walk
+        # serves every tree.
+        left, right = [], []
+        for tree, offset in zip(trees, offsets[:-1]):
+            leaf = tree.children_left < 0
+            own = np.arange(tree.node_count) + offset
+            left.append(np.where(leaf, own, tree.children_left + offset))
+            right.append(np.where(leaf, own, tree.children_right + offset))
+        self.arrays = {
+            "roots": offsets[:-1].astype(np.int64),
+            "left": np.concatenate(left).astype(np.int64),
+            "right": np.concatenate(right).astype(np.int64),
+            "feature": np.concatenate([np.maximum(t.feature, 0) for t in trees]).astype(np.int64),
+            "threshold": np.concatenate([t.threshold for t in trees]).astype(np.float64),
+            "value": np.concatenate([t.value[:, 0, 0] for t in trees]).astype(np.float64),
+        }
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        a = self.arrays
+        rows = np.arange(len(x))[:, None]
+        node = np.broadcast_to(a["roots"][None, :], (len(x), len(a["roots"]))).copy()
+        while True:
+            go_left = x[rows, a["feature"][node]] <= a["threshold"][node]
+            nxt = np.where(go_left, a["left"][node], a["right"][node])
+            if np.array_equal(nxt, node):
+                break
+            node = nxt
+        return a["value"][node].mean(axis=1)
+
+    def save(self, folder: Path, stem: str) -> dict[str, Any]:
+        name = f"{stem}.forest.npz"
+        np.savez_compressed(folder / name, **self.arrays)
+        return {"kind": self.kind, "file": name}
+
+    @classmethod
+    def load(cls, layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> Forest:
+        model = cls()
+        with np.load(folder / entry["file"], allow_pickle=False) as data:
+            model.arrays = {k: data[k] for k in data.files}
+        return model
+
+
+class Boosted:
+    """XGBoost gradient-boosted trees, saved as XGBoost's own UBJSON model."""
+
+    kind = "xgboost"
+
+    def __init__(self, n_estimators: int = 800) -> None:
+        self.n_estimators = n_estimators
+        self.booster: Any = None
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> Boosted:
+        from xgboost import XGBRegressor
+
+        model = XGBRegressor(n_estimators=self.n_estimators, max_depth=5, learning_rate=0.03, subsample=0.8,
+                             colsample_bytree=0.8, n_jobs=-1, random_state=0)
+        model.fit(x, y)
+        self.booster = model.get_booster()
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        return np.asarray(self.booster.inplace_predict(x), dtype=float)
+
+    def save(self, folder: Path, stem: str) -> dict[str, Any]:
+        name = f"{stem}.xgb.ubj"
+        self.booster.save_model(str(folder / name))
+        return {"kind": self.kind, "file": name}
+
+    @classmethod
+    def load(cls, layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> Boosted:
+        import xgboost
+
+        model = cls()
+        model.booster = xgboost.Booster()
+        model.booster.load_model(str(folder / entry["file"]))
+        return model
+
+
+# Op classes with fewer measured rows than this use the global roofline.
+MIN_CLASS_ROWS = 8
+
+
+class RooflineResidual:
+    """A roofline base per op class, times an XGBoost correction in log space.
+
+    Base: ``ms = a + b * GFLOP + c * MB`` (a: launch-and-tail floor, b: inverse compute throughput,
+    c: inverse bandwidth over input, output and weight bytes), with a, b, c >= 0 fitted on relative
+    errors per op class (the op type, grouped convolutions apart) and once over all rows for
+    classes too small or never seen. Correction: XGBoost on ``log(measured) - log(base)`` with the
+    usual features plus log(base).
+    """
+
+    kind = "roofline_xgboost"
+
+    def __init__(self, layout: FeatureLayout, n_estimators: int = 600) -> None:
+        self.layout = layout
+        self.per_class: dict[str, np.ndarray] = {}
+        self.global_fit = np.zeros(3)
+        self.residual = Boosted(n_estimators)
+
+    def op_classes(self, x: np.ndarray) -> np.ndarray:
+        ops = np.array([*self.layout.ops, "?"], dtype=object)[self.layout.op_index(x)]
+        grouped = self.layout.column(x, "group") > 1
+        return np.where(grouped, ops + ":grouped", ops)
+
+    def _design(self, x: np.ndarray) -> np.ndarray:
+        gflop = np.expm1(self.layout.column(x, "log_flops")) / 1e9
+        megabytes = sum(np.expm1(self.layout.column(x, c)) for c in ("log_input_bytes", "log_output_bytes",
+                                                                      "log_weight_bytes")) / 1e6
+        return np.column_stack([np.ones(len(x)), gflop, megabytes])
+
+    @staticmethod
+    def _relative_nnls(design: np.ndarray, ms: np.ndarray) -> np.ndarray:
+        scale = np.maximum(np.abs(design).max(axis=0), 1e-12)
+        solution, _ = nnls((design / scale) / ms[:, None], np.ones(len(ms)))
+        return solution / scale
+
+    def base_ms(self, x: np.ndarray) -> np.ndarray:
+        design = self._design(x)
+        out = design @ self.global_fit
+        classes = self.op_classes(x)
+        for name, coefficients in self.per_class.items():
+            rows = classes == name
+            out[rows] = design[rows] @ coefficients
+        return np.maximum(out, 1e-6)
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> RooflineResidual:
+        ms = np.exp(y)
+        design = self._design(x)
+        # The base is the idle device's roofline: rows under load would teach it the wait.
+        load = x[:, self.layout.load_columns()].max(axis=1) if self.layout.load_columns() else np.zeros(len(x))
+        idle = load <= load.min() + 10.0  # load fields are utilisation in %
+        if idle.sum() < MIN_CLASS_ROWS:
+            idle = np.ones(len(x), dtype=bool)
+        self.global_fit = self._relative_nnls(design[idle], ms[idle])
+        classes = self.op_classes(x)
+        for name in np.unique(classes[idle]):
+            rows = idle & (classes == name)
+            if rows.sum() >= MIN_CLASS_ROWS:
+                self.per_class[str(name)] = self._relative_nnls(design[rows], ms[rows])
+        base = np.log(self.base_ms(x))
+        self.residual.fit(np.column_stack([x, base]), y - base)
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        base = np.log(self.base_ms(x))
+        return base + self.residual.predict(np.column_stack([x, base]))
+
+    def save(self, folder: Path, stem: str) -> dict[str, Any]:
+        return {"kind": self.kind, "global_fit": _floats(self.global_fit),
+                "per_class": {k: _floats(v) for k, v in self.per_class.items()},
+                "residual": self.residual.save(folder, f"{stem}.residual")}
+
+    @classmethod
+    def load(cls, layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> RooflineResidual:
+        model = cls(layout)
+        model.global_fit = np.array(entry["global_fit"], dtype=float)
+        model.per_class = {k: np.array(v, dtype=float) for k, v in entry["per_class"].items()}
+        model.residual = Boosted.load(layout, entry["residual"], folder)
+        return model
+
+
+KINDS: tuple[str, ...] = ("flops_baseline", "random_forest", "xgboost", "roofline_xgboost")
+
+
+def make_estimator(kind: str, layout: FeatureLayout) -> Estimator:
+    """A fresh estimator of ``kind`` (one of :data:`KINDS`)."""
+    if kind == "flops_baseline":
+        return FlopsBaseline(layout)
+    if kind == "random_forest":
+        return Forest()
+    if kind == "xgboost":
+        return Boosted()
+    if kind == "roofline_xgboost":
+        return RooflineResidual(layout)
+    raise ValueError(f"unknown regressor kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def load_estimator(layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> Estimator:
+    """The estimator described by a saved ``entry`` (``kind`` plus its data or file name)."""
+    loaders = {"flops_baseline": FlopsBaseline.load, "random_forest": Forest.load, "xgboost": Boosted.load,
+               "roofline_xgboost": RooflineResidual.load}
+    kind = entry.get("kind")
+    if kind not in loaders:
+        raise ValueError(f"unknown saved estimator kind {kind!r}")
+    return loaders[kind](layout, entry, folder)  # type: ignore[operator]
+
+
+def _floats(values: Any) -> list[float]:
+    return [float(v) for v in np.asarray(values, dtype=float).ravel()]
+
+
+def dumps(data: dict[str, Any]) -> str:
+    """JSON for a predictor file (indentation for diffs, no NaN: it is not JSON)."""
+    return json.dumps(data, indent=1, allow_nan=False, default=_floats)

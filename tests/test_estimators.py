@@ -1,0 +1,130 @@
+"""Kernel estimators: what they learn, how they extrapolate, and the non-executable save format."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hase_dagster.core.errors import HaseError
+from hase_dagster.learn.estimators import KINDS, FeatureLayout, RooflineResidual, load_estimator, make_estimator
+from hase_dagster.learn.features import NUMERIC_FEATURES, as_matrix, numeric_columns
+from hase_dagster.learn.predict import Composition
+from hase_dagster.learn.regressor import LatencyRegressor, _train
+from hase_dagster.learn.training import Predictor
+
+LOAD = ["HOST_CPU_UTIL"]
+
+
+def _kernels(flops: np.ndarray, family: str = "Conv", op: str = ".Conv") -> pd.DataFrame:
+    """Feature rows of synthetic convolutions: bytes proportional to FLOPs^0.6, idle device."""
+    frame = pd.DataFrame(0.0, index=range(len(flops)), columns=list(NUMERIC_FEATURES))
+    frame["log_flops"] = np.log1p(flops)
+    frame["log_input_bytes"] = np.log1p(flops**0.6 * 40)
+    frame["log_output_bytes"] = np.log1p(flops**0.6 * 40)
+    frame["group"] = 1
+    frame["family"], frame["op"] = family, op
+    frame["load_HOST_CPU_UTIL"] = 0.0
+    return frame
+
+
+def _truth_ms(flops: np.ndarray) -> np.ndarray:
+    """A roofline device: 5 us floor, 50 TFLOP/s, 2 TB/s."""
+    megabytes = 2 * flops**0.6 * 40 / 1e6
+    return 0.005 + flops / 50e12 * 1e3 + megabytes / 2e3 * 1e3
+
+
+def _layout(families: list[str], ops: list[str]) -> FeatureLayout:
+    numeric = numeric_columns(LOAD)
+    return FeatureLayout({n: i for i, n in enumerate(numeric)}, len(numeric), families, ops)
+
+
+def test_roofline_base_extrapolates_where_trees_cannot() -> None:
+    train_flops = np.geomspace(1e6, 1e9, 200)
+    frame = _kernels(train_flops)
+    x = as_matrix(frame, ["Conv"], [".Conv"], LOAD)
+    y = np.log(_truth_ms(train_flops))
+    big = np.array([1e10, 3e10])  # 10-30x past the largest kernel trained on
+    x_big = as_matrix(_kernels(big), ["Conv"], [".Conv"], LOAD)
+    roofline = make_estimator("roofline_xgboost", _layout(["Conv"], [".Conv"])).fit(x, y)
+    trees = make_estimator("xgboost", _layout(["Conv"], [".Conv"])).fit(x, y)
+    roofline_error = np.abs(np.exp(roofline.predict(x_big)) / _truth_ms(big) - 1)
+    tree_error = np.abs(np.exp(trees.predict(x_big)) / _truth_ms(big) - 1)
+    assert roofline_error.max() < 0.15
+    assert tree_error.min() > 0.5  # flat beyond the training range
+
+
+def test_roofline_classes_keep_grouped_convolutions_apart() -> None:
+    frame = pd.concat([_kernels(np.geomspace(1e6, 1e9, 40)), _kernels(np.geomspace(1e6, 1e9, 40))], ignore_index=True)
+    frame.loc[40:, "group"] = 32
+    x = as_matrix(frame, ["Conv"], [".Conv"], LOAD)
+    model = RooflineResidual(_layout(["Conv"], [".Conv"]))
+    assert set(model.op_classes(x)) == {".Conv", ".Conv:grouped"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_every_kind_saves_as_data_and_loads_the_same_predictions(kind: str, tmp_path: Path) -> None:
+    flops = np.geomspace(1e6, 1e9, 80)
+    frame = _kernels(flops)
+    frame.loc[::2, "load_HOST_CPU_UTIL"] = 100.0
+    x = as_matrix(frame, ["Conv"], [".Conv"], LOAD)
+    y = np.log(_truth_ms(flops) * (1 + frame["load_HOST_CPU_UTIL"].to_numpy() / 100))
+    layout = _layout(["Conv"], [".Conv"])
+    model = make_estimator(kind, layout).fit(x, y)
+    entry = model.save(tmp_path, "median_ms")
+    again = load_estimator(layout, entry, tmp_path)
+    np.testing.assert_allclose(again.predict(x), model.predict(x), rtol=1e-6)
+    assert not list(tmp_path.glob("*.pkl"))
+
+
+def _predictor() -> Predictor:
+    flops = np.geomspace(1e6, 1e9, 60)
+    frame = _kernels(flops)
+    rows = pd.DataFrame({t: _truth_ms(flops) for t in ("median_ms", "mean_ms", "p90_ms")}).assign(batch_size=1)
+    regressor: LatencyRegressor = _train("xgboost", frame, rows, "cpu", LOAD)
+    return Predictor(regressor, Composition(None, None))
+
+
+def test_a_predictor_folder_round_trips(tmp_path: Path) -> None:
+    predictor = _predictor()
+    folder = predictor.save(tmp_path / "predictor")
+    loaded = Predictor.load(folder)
+    frame = _kernels(np.array([2e7, 5e8]))
+    for target, values in predictor.regressor.predict(frame).items():
+        np.testing.assert_allclose(loaded.regressor.predict(frame)[target], values, rtol=1e-6)
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "mean_ms.xgb.ubj", "median_ms.xgb.ubj", "p90_ms.xgb.ubj", "predictor.json"]
+    # Saving again replaces the folder whole.
+    predictor.save(folder)
+    assert not (tmp_path / "predictor.partial").exists() and Predictor.load(folder).regressor.kind == "xgboost"
+
+
+def test_an_old_pickle_is_refused_without_being_loaded(tmp_path: Path) -> None:
+    marker = tmp_path / "executed"
+
+    class Trap:
+        def __reduce__(self):  # unpickling this would create the marker file
+            return (Path.touch, (marker,))
+
+    (tmp_path / "predictor.pkl").write_bytes(pickle.dumps(Trap()))
+    with pytest.raises(HaseError, match="pickled predictor from an older Hase"):
+        Predictor.load(tmp_path / "predictor")
+    with pytest.raises(HaseError, match="pickled predictor"):
+        Predictor.load(tmp_path / "predictor.pkl")
+    assert not marker.exists()
+
+
+def test_a_damaged_or_foreign_predictor_is_refused(tmp_path: Path) -> None:
+    folder = _predictor().save(tmp_path / "predictor")
+    (folder / "median_ms.xgb.ubj").write_bytes(b"not a model")
+    with pytest.raises(HaseError, match="damaged predictor"):
+        Predictor.load(folder)
+    (folder / "predictor.json").write_text('{"format": "something-else"}')
+    with pytest.raises(HaseError, match="does not hold a Hase predictor"):
+        Predictor.load(folder)
+    (folder / "predictor.json").write_text("{not json")
+    with pytest.raises(HaseError, match="not a readable predictor"):
+        Predictor.load(folder)
