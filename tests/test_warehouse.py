@@ -46,20 +46,21 @@ def test_failed_insert_keeps_previous_rows(tmp_path: Path) -> None:
     assert store.count("dag_edges", batch_size=1) == 3
 
 
-def test_merged_exports_replace_slices_not_duplicate_them(tmp_path: Path) -> None:
+def test_merged_exports_replace_rows_measured_again_and_keep_the_rest(tmp_path: Path) -> None:
     from hase_dagster.learn.reports import merge_exports
 
-    def export(name: str, rows: list[tuple[int, float, float]]) -> Path:
+    def export(name: str, rows: list[tuple[str, int, float, float]]) -> Path:
         folder = tmp_path / name
         folder.mkdir()
-        frame = pd.DataFrame(rows, columns=["batch_size", "stress_level", "mean_ms"]).assign(ep="cuda")
+        frame = pd.DataFrame(rows, columns=["variant_id", "batch_size", "stress_level", "mean_ms"]).assign(ep="cuda")
         frame.to_parquet(folder / "model_benchmarks.parquet", index=False)
         return folder
 
-    first = export("a", [(16, 0.0, 1.0), (16, 1.0, 2.0), (64, 0.0, 4.0)])
-    second = export("b", [(64, 0.0, 4.1), (64, 1.0, 8.0)])
+    first = export("a", [("r18", 16, 0.0, 1.0), ("r18", 16, 1.0, 2.0), ("r18", 64, 0.0, 4.0)])
+    # A later session re-measures one row and adds another model in a slice the first one had.
+    second = export("b", [("r18", 64, 0.0, 4.1), ("nas", 16, 0.0, 8.0)])
     assert merge_exports([first, second], tmp_path / "out") == {"model_benchmarks": 4}
-    merged = pd.read_parquet(tmp_path / "out" / "model_benchmarks.parquet").sort_values(["batch_size", "stress_level"])
-    assert merged["mean_ms"].tolist() == [1.0, 2.0, 4.1, 8.0]
+    merged = pd.read_parquet(tmp_path / "out" / "model_benchmarks.parquet").sort_values(["variant_id", "batch_size", "stress_level"])
+    assert merged["mean_ms"].tolist() == [8.0, 1.0, 2.0, 4.1]
     with pytest.raises(ValueError, match="holds an exported table"):
         merge_exports([tmp_path / "nothing"], tmp_path / "out2")

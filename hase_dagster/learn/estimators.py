@@ -221,8 +221,25 @@ class Boosted:
         return model
 
 
-# Op classes with fewer measured rows than this use the global roofline.
+# Op classes with fewer measured rows than this use their group's roofline, then the global one.
 MIN_CLASS_ROWS = 8
+# Op types whose kernels share a roofline shape, so an op type never measured borrows its group's.
+OP_GROUPS: dict[str, tuple[str, ...]] = {
+    "conv": ("Conv", "FusedConv", "ConvTranspose", "NhwcConv", "NhwcFusedConv", "QLinearConv"),
+    "matmul": ("MatMul", "Gemm", "FusedMatMul", "FusedGemm", "MatMulInteger", "Attention", "MultiHeadAttention"),
+    "pool": ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"),
+    "normalization": ("LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization",
+                      "BatchNormalization", "InstanceNormalization", "GroupNorm", "Softmax", "LogSoftmax"),
+    "movement": ("Transpose", "Concat", "Split", "Slice", "Gather", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
+                 "Identity", "Expand", "Tile", "Pad", "Resize", "ReorderInput", "ReorderOutput", "MemcpyFromHost",
+                 "MemcpyToHost", "Cast"),
+}
+_GROUP_OF = {op: group for group, ops in OP_GROUPS.items() for op in ops}
+
+
+def op_group(op: str) -> str:
+    """The roofline group of an op column value (``domain.OpType``); ``elementwise`` by default."""
+    return _GROUP_OF.get(op.rsplit(".", 1)[-1], "elementwise")
 
 
 class RooflineResidual:
@@ -230,8 +247,8 @@ class RooflineResidual:
 
     Base: ``ms = a + b * GFLOP + c * MB`` (a: launch-and-tail floor, b: inverse compute throughput,
     c: inverse bandwidth over input, output and weight bytes), with a, b, c >= 0 fitted on relative
-    errors per op class (the op type, grouped convolutions apart) and once over all rows for
-    classes too small or never seen. Correction: XGBoost on ``log(measured) - log(base)`` with the
+    errors per op class (the op type, grouped convolutions apart), per op group (:data:`OP_GROUPS`)
+    for classes too small or never seen, and once over all rows for groups never seen. Correction: XGBoost on ``log(measured) - log(base)`` with the
     usual features plus log(base).
     """
 
@@ -240,6 +257,7 @@ class RooflineResidual:
     def __init__(self, layout: FeatureLayout, n_estimators: int = 600) -> None:
         self.layout = layout
         self.per_class: dict[str, np.ndarray] = {}
+        self.per_group: dict[str, np.ndarray] = {}
         self.global_fit = np.zeros(3)
         self.residual = Boosted(n_estimators)
 
@@ -260,9 +278,17 @@ class RooflineResidual:
         solution, _ = nnls((design / scale) / ms[:, None], np.ones(len(ms)))
         return solution / scale
 
+    def op_groups(self, x: np.ndarray) -> np.ndarray:
+        ops = [*self.layout.ops, "?"]
+        return np.array([op_group(ops[i]) for i in self.layout.op_index(x)], dtype=object)
+
     def base_ms(self, x: np.ndarray) -> np.ndarray:
         design = self._design(x)
         out = design @ self.global_fit
+        groups = self.op_groups(x)
+        for name, coefficients in self.per_group.items():
+            rows = groups == name
+            out[rows] = design[rows] @ coefficients
         classes = self.op_classes(x)
         for name, coefficients in self.per_class.items():
             rows = classes == name
@@ -278,11 +304,11 @@ class RooflineResidual:
         if idle.sum() < MIN_CLASS_ROWS:
             idle = np.ones(len(x), dtype=bool)
         self.global_fit = self._relative_nnls(design[idle], ms[idle])
-        classes = self.op_classes(x)
-        for name in np.unique(classes[idle]):
-            rows = idle & (classes == name)
-            if rows.sum() >= MIN_CLASS_ROWS:
-                self.per_class[str(name)] = self._relative_nnls(design[rows], ms[rows])
+        for fits, labels in ((self.per_group, self.op_groups(x)), (self.per_class, self.op_classes(x))):
+            for name in np.unique(labels[idle]):
+                rows = idle & (labels == name)
+                if rows.sum() >= MIN_CLASS_ROWS:
+                    fits[str(name)] = self._relative_nnls(design[rows], ms[rows])
         base = np.log(self.base_ms(x))
         self.residual.fit(np.column_stack([x, base]), y - base)
         return self
@@ -294,6 +320,7 @@ class RooflineResidual:
     def save(self, folder: Path, stem: str) -> dict[str, Any]:
         return {"kind": self.kind, "global_fit": _floats(self.global_fit),
                 "per_class": {k: _floats(v) for k, v in self.per_class.items()},
+                "per_group": {k: _floats(v) for k, v in self.per_group.items()},
                 "residual": self.residual.save(folder, f"{stem}.residual")}
 
     @classmethod
@@ -301,6 +328,7 @@ class RooflineResidual:
         model = cls(layout)
         model.global_fit = np.array(entry["global_fit"], dtype=float)
         model.per_class = {k: np.array(v, dtype=float) for k, v in entry["per_class"].items()}
+        model.per_group = {k: np.array(v, dtype=float) for k, v in entry["per_group"].items()}
         model.residual = Boosted.load(layout, entry["residual"], folder)
         return model
 

@@ -36,14 +36,22 @@ def import_tables(tables_dir: str | os.PathLike[str], database: str | os.PathLik
     return store
 
 
-# The columns that slice each table into partitions: a later export replaces the slices it holds.
-_SLICE_COLUMNS = ("ep", "batch_size", "stress_level")
+# What identifies a row of each table (its primary key, plus the stress level of benchmark rows):
+# a later export replaces the rows it measured again and adds the others.
+_ROW_KEYS: dict[str, tuple[str, ...]] = {
+    "model_files": ("variant_id",),
+    "kernels": ("variant_id", "ep", "kernel_order"),
+    "kernel_models": ("instance_id", "ep", "batch_size"),
+    "kernel_benchmarks": ("instance_id", "ep", "batch_size", "stress_level"),
+    "model_benchmarks": ("variant_id", "ep", "batch_size", "stress_level"),
+}
 
 
 def merge_exports(sources: list[str | os.PathLike[str]], out_dir: str | os.PathLike[str]) -> dict[str, int]:
-    """Merge folders written by :func:`export_tables` (several GPU sessions, each a few partitions)
-    into ``out_dir``: for every table, each later source replaces the (ep, batch size, stress level)
-    slices it holds, as re-materializing them would. Returns the rows written per table."""
+    """Merge folders written by :func:`export_tables` (several GPU sessions, each a few partitions or
+    models) into ``out_dir``: for every table, each later source replaces the rows it measured again
+    (same model or kernel, EP, batch size and stress level) and adds the rest. Returns the rows
+    written per table."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, int] = {}
@@ -57,9 +65,9 @@ def merge_exports(sources: list[str | os.PathLike[str]], out_dir: str | os.PathL
             if merged is None:
                 merged = frame
                 continue
-            keys = [c for c in _SLICE_COLUMNS if c in frame.columns]
-            if not keys:
-                raise ValueError(f"{path} has none of the slice columns {_SLICE_COLUMNS}")
+            keys = [c for c in _ROW_KEYS[table] if c in frame.columns and c in merged.columns]
+            if len(keys) != len(_ROW_KEYS[table]):
+                raise ValueError(f"{path} lacks the key columns {_ROW_KEYS[table]} of {table}")
             replaced = merged.set_index(keys).index.isin(frame.set_index(keys).index.unique())
             merged = pd.concat([merged[~replaced], frame], ignore_index=True)
         if merged is not None:

@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("--out", type=Path, required=True)
     tables.set_defaults(handler=cmd_evaluate_tables)
 
-    merge = commands.add_parser("merge-tables", help="merge exported tables of several runs; later slices replace earlier")
+    merge = commands.add_parser("merge-tables", help="merge exported tables of several runs; rows a later run measured again replace earlier ones")
     merge.add_argument("out", type=Path)
     merge.add_argument("sources", type=Path, nargs="+")
     merge.set_defaults(handler=cmd_merge_tables)
