@@ -71,6 +71,7 @@ def onnx_models(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Mat
                 "run_id": context.run_id,
                 "created_at": datetime.now(timezone.utc).replace(tzinfo=None),
                 "held_out": variant.model.held_out,
+                "family": variant.model.family_name,
             }
         )
     frame = pd.DataFrame(rows)

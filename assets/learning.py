@@ -11,7 +11,7 @@ from assets.analysis import POOL, model_dags
 from assets.measurement import kernel_benchmarks, model_benchmarks
 from hase_dagster.core.config import load_config
 from hase_dagster.core.errors import HaseError
-from hase_dagster.learn.evaluation import evaluate, overlap_section, scatter_plot
+from hase_dagster.learn.evaluation import evaluate, write_report
 from hase_dagster.learn.training import Predictor, kernels_by_variant, load_at_level, predictor_path, train_predictor
 from hase_dagster.learn.predict import predict_model
 from resources.hase import HaseResource
@@ -130,9 +130,7 @@ def evaluation_report(context: dg.AssetExecutionContext, hase: HaseResource) -> 
     shipped = Predictor.load(predictor_path(hase.paths().root, ep))
     result = evaluate(store, ep, shipped)
     out_dir = hase.paths().reports(ep)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "evaluation.md").write_text(result.markdown + "\n\n" + overlap_section(hase.paths().optimized(ep)))
-    image = scatter_plot(result.cases, out_dir / "evaluation.png", f"Hase on {ep}")
+    image = write_report(result, out_dir, f"Hase on {ep}", hase.paths().optimized(ep))
     cases = result.cases.drop(columns=["error_pct"]).assign(error_pct=result.cases["error_pct"], ep=ep, run_id=context.run_id)
     store.replace_partition("evaluation_cases", {"ep": ep}, cases)
     overall = result.summary[result.summary["stress_level"] == "all"].set_index("setting")

@@ -14,10 +14,12 @@ CREATE TABLE IF NOT EXISTS model_files (
     run_id       VARCHAR,
     created_at   TIMESTAMP NOT NULL,
     held_out     BOOLEAN NOT NULL DEFAULT FALSE,
+    family       VARCHAR,
     PRIMARY KEY (variant_id)
 );
--- Warehouses written before the column existed.
+-- Warehouses written before the columns existed.
 ALTER TABLE model_files ADD COLUMN IF NOT EXISTS held_out BOOLEAN DEFAULT FALSE;
+ALTER TABLE model_files ADD COLUMN IF NOT EXISTS family VARCHAR;
 
 CREATE TABLE IF NOT EXISTS optimized_nodes (
     variant_id         VARCHAR NOT NULL,

@@ -1,4 +1,4 @@
-"""Model zoo: torchvision classifiers and a transformer encoder, exported to ONNX.
+"""Model zoo: torchvision classifiers, a transformer encoder and random NAS-style networks, exported to ONNX.
 
 Weights are random (latency does not depend on their values) and nothing is downloaded.
 """
@@ -73,6 +73,10 @@ def build_torch_model(model: ZooModel):  # -> torch.nn.Module (torch imported la
         )
         # enable_nested_tensor=False and no MHA fast path at export keep the exportable ops.
         return torch.nn.TransformerEncoder(layer, model.num_layers, enable_nested_tensor=False).eval()
+    if model.kind == "random_nas":
+        from hase_dagster.analysis.random_nets import build_random_network
+
+        return build_random_network(model.seed)
     available = set(torchvision.models.list_models(module=torchvision.models))
     if model.name not in available:
         raise UnknownModelError(

@@ -26,19 +26,49 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# Families for leave-one-family-out evaluation, by torchvision name prefix (longest prefix wins).
+FAMILY_BY_PREFIX: dict[str, str] = {
+    "resnet": "residual_cnn", "resnext": "residual_cnn", "wide_resnet": "residual_cnn", "regnet": "residual_cnn",
+    "convnext": "residual_cnn",
+    "mobilenet": "mobile", "mnasnet": "mobile", "efficientnet": "mobile", "shufflenet": "mobile",
+    "densenet": "dense_concat", "googlenet": "dense_concat", "inception": "dense_concat",
+    "squeezenet": "dense_concat",
+    "vgg": "plain_cnn", "alexnet": "plain_cnn",
+    "vit": "vision_transformer", "swin": "vision_transformer", "maxvit": "vision_transformer",
+}
+FAMILY_BY_KIND = {"transformer_encoder": "text_transformer", "random_nas": "random_nas"}
+
+
+def infer_family(name: str, kind: str = "torchvision") -> str:
+    """The family of a zoo model from its kind, else its torchvision name's prefix (``other``)."""
+    if kind in FAMILY_BY_KIND:
+        return FAMILY_BY_KIND[kind]
+    prefixes = [p for p in FAMILY_BY_PREFIX if name.startswith(p)]
+    return FAMILY_BY_PREFIX[max(prefixes, key=len)] if prefixes else "other"
+
+
 class ZooModel(_Strict):
-    """One model of the zoo: a torchvision classifier by name, or a transformer encoder."""
+    """One model of the zoo: a torchvision classifier by name, a transformer encoder, or a random
+    NAS-style network drawn from a seed (``analysis.random_nets``)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_]+$")
-    kind: Literal["torchvision", "transformer_encoder"] = "torchvision"
-    # Transformer encoder shape (BERT-base by default); ignored for torchvision models.
+    kind: Literal["torchvision", "transformer_encoder", "random_nas"] = "torchvision"
+    # Transformer encoder shape (BERT-base by default); ignored for other kinds.
     d_model: PositiveInt = 768
     nhead: PositiveInt = 12
     dim_feedforward: PositiveInt = 3072
     num_layers: PositiveInt = 12
+    # The random network's seed (random_nas only).
+    seed: Annotated[int, Field(ge=0)] = 0
     # Never trained on: only measured as a whole model (its kernels at idle, for the load-blind
     # baseline), so the evaluation reports how Hase does on an architecture it never saw.
     held_out: bool = False
+    # The family left out together in the evaluation; inferred from kind and name when not given.
+    family: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
+
+    @property
+    def family_name(self) -> str:
+        return self.family or infer_family(self.name, self.kind)
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> ZooModel:

@@ -247,8 +247,9 @@ class RooflineResidual:
 
     Base: ``ms = a + b * GFLOP + c * MB`` (a: launch-and-tail floor, b: inverse compute throughput,
     c: inverse bandwidth over input, output and weight bytes), with a, b, c >= 0 fitted on relative
-    errors per op class (the op type, grouped convolutions apart), per op group (:data:`OP_GROUPS`)
-    for classes too small or never seen, and once over all rows for groups never seen. Correction: XGBoost on ``log(measured) - log(base)`` with the
+    errors over all idle rows. Each op class (the op type, grouped convolutions apart) then fits its
+    own floor and one efficiency factor on (b, c), per op group (:data:`OP_GROUPS`) for classes too
+    small or never seen, and the global fit serves groups never seen. Correction: XGBoost on ``log(measured) - log(base)`` with the
     usual features plus log(base).
     """
 
@@ -304,11 +305,16 @@ class RooflineResidual:
         if idle.sum() < MIN_CLASS_ROWS:
             idle = np.ones(len(x), dtype=bool)
         self.global_fit = self._relative_nnls(design[idle], ms[idle])
+        # A class keeps the device's throughputs and fits its own floor and efficiency: slopes fitted
+        # freely on a class's narrow range of small kernels (a CNN's classifier Gemm) explode when a
+        # large kernel of that class (a transformer's MatMul) comes along.
+        shaped = np.column_stack([design[:, 0], design[:, 1:] @ self.global_fit[1:]])
         for fits, labels in ((self.per_group, self.op_groups(x)), (self.per_class, self.op_classes(x))):
             for name in np.unique(labels[idle]):
                 rows = idle & (labels == name)
                 if rows.sum() >= MIN_CLASS_ROWS:
-                    fits[str(name)] = self._relative_nnls(design[rows], ms[rows])
+                    floor, efficiency = self._relative_nnls(shaped[rows], ms[rows])
+                    fits[str(name)] = np.array([floor, *(efficiency * self.global_fit[1:])])
         base = np.log(self.base_ms(x))
         self.residual.fit(np.column_stack([x, base]), y - base)
         return self

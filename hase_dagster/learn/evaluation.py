@@ -1,9 +1,10 @@
 """Predicted vs measured whole-model latency, per model and stress level, with baselines.
 
-Three settings: ``trained_on_all`` (the predictor that ships, which has seen every zoo model),
-``held_out_architecture`` (for each zoo architecture, a predictor trained without any kernel
-instance or measurement of it) and ``never_seen`` (the profile's held-out models, which no
-predictor trained on: the honest figure for a new model). Baselines on the same cases:
+Four settings: ``trained_on_all`` (the predictor that ships, which has seen every training model),
+``held_out_architecture`` (for each training architecture, a predictor trained without any kernel
+instance or measurement of it), ``held_out_family`` (the same without its whole family) and
+``never_seen`` (the profile's held-out models, which no predictor trained on: the honest figure for
+a new model). Baselines on the same cases:
 ``flops_proportional`` (model ms = c x FLOPs, c fitted per stress level on the other architectures)
 and ``idle_kernel_sum`` (sum of the model's kernels measured alone on an idle device: what a
 load-blind predictor says).
@@ -63,37 +64,47 @@ def _idle_kernel_sums(store: Warehouse, ep: str) -> pd.Series:
 
 
 def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Evaluation:
-    """Evaluate every measured model of ``ep`` at every stress level, in three settings:
-    ``trained_on_all`` and ``held_out_architecture`` for the zoo, ``never_seen`` for held-out models."""
+    """Evaluate every measured model of ``ep`` at every stress level, in four settings:
+    ``trained_on_all``, ``held_out_architecture`` and ``held_out_family`` for the training models,
+    ``never_seen`` for held-out models."""
     models = measured_models(store, ep)
     kernels = kernels_by_variant(store, ep)
     models = models[models["variant_id"].isin(kernels)]
     never_seen = models["held_out"].astype(bool)
     shipped = shipped or train_predictor(store, ep)
-    held_out = {
-        a: train_predictor(store, ep, exclude_architecture=a, kind=shipped.regressor.kind)
-        for a in sorted(models.loc[~never_seen, "architecture"].unique())
+    kind = shipped.regressor.kind
+    trained = models[~never_seen]
+    by_architecture = {
+        a: train_predictor(store, ep, exclude_architectures={a}, kind=kind) for a in sorted(trained["architecture"].unique())
     }
+    # Leave one family out only where another family remains to learn from.
+    families = sorted(trained["family"].unique())
+    by_family = {
+        f: train_predictor(store, ep, exclude_architectures=set(trained.loc[trained["family"] == f, "architecture"]), kind=kind)
+        for f in families
+    } if len(families) > 1 else {}
     idle_sums = _idle_kernel_sums(store, ep)
     flops = {v: float(sum(k.flops for k in ks)) for v, ks in kernels.items()}
-    zoo = models[~never_seen]
     rows = []
     predictions = {}
     for row in models.to_dict("records"):
         load = background_load(row)
         variant, level = row["variant_id"], float(row["stress_level"])
-        others = zoo[(zoo["architecture"] != row["architecture"]) & (zoo["stress_level"] == level)]
+        others = trained[(trained["architecture"] != row["architecture"]) & (trained["stress_level"] == level)
+                         & (trained["batch_size"] == row["batch_size"])]
+        if others.empty:
+            others = trained[(trained["architecture"] != row["architecture"]) & (trained["stress_level"] == level)]
         per_flop = float(np.median(others["mean_ms"] / others["variant_id"].map(flops))) if len(others) else float("nan")
-        settings = (
-            (("never_seen", shipped),) if row["held_out"]
-            else (("trained_on_all", shipped), ("held_out_architecture", held_out[row["architecture"]]))
-        )
+        settings: list[tuple[str, Predictor]] = [("never_seen", shipped)] if row["held_out"] else [
+            ("trained_on_all", shipped), ("held_out_architecture", by_architecture[row["architecture"]])]
+        if not row["held_out"] and row["family"] in by_family:
+            settings.append(("held_out_family", by_family[row["family"]]))
         for setting, predictor in settings:
             prediction = predict_model(variant, kernels[variant], predictor.regressor, predictor.composition, load,
                                        f"measured background at stress {level:.2f}", int(row["batch_size"]))
             predictions[(setting, variant, level)] = prediction
             rows.append({
-                "setting": setting, "variant_id": variant, "architecture": row["architecture"],
+                "setting": setting, "variant_id": variant, "architecture": row["architecture"], "family": row["family"],
                 "input_size": int(row["input_size"]), "batch_size": int(row["batch_size"]), "stress_level": level,
                 "measured_mean_ms": row["mean_ms"], "measured_p90_ms": row["p90_ms"],
                 "predicted_mean_ms": prediction.predicted_ms, "predicted_p90_ms": prediction.p90_ms,
@@ -104,6 +115,7 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
             })
     cases = pd.DataFrame(rows)
     cases["error_pct"] = (cases["predicted_mean_ms"] / cases["measured_mean_ms"] - 1) * 100
+    cases["size"] = np.where(cases["measured_mean_ms"] < 2.0, "under_2ms", "2ms_and_more")
     worst = (
         cases.assign(abs_error=cases["error_pct"].abs())
         .sort_values("abs_error", ascending=False)
@@ -115,57 +127,89 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
         _kernel_errors(store, ep, r.variant_id, r.stress_level, predictions[(r.setting, r.variant_id, r.stress_level)])
         for r in worst.itertuples()
     ]
-    summaries = {by: _summary(cases, by) for by in ("stress_level", "batch_size", "input_size", "architecture")}
+    summaries = {
+        by: _summary(cases, by)
+        for by in ("stress_level", "batch_size", "batch_and_stress", "size", "family", "architecture", "input_size")
+    }
     return Evaluation(cases, summaries["stress_level"], worst, _markdown(ep, cases, summaries, worst))
 
 
-def _scores(frame: pd.DataFrame, column: str, truth: str = "measured_mean_ms") -> tuple[float, float]:
+def error_measures(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
+    """MAPE, the 50th and 95th percentiles of the absolute % error, the shares within +-5% and
+    +-10% (all in %), and Spearman's rank correlation (NaN under 3 cases)."""
+    from scipy.stats import spearmanr
+
+    if len(measured) == 0:
+        return {k: float("nan") for k in ("mape", "p50_abs", "p95_abs", "within_5", "within_10", "spearman")}
+    error = np.abs(predicted / measured - 1) * 100
+    spearman = float(spearmanr(predicted, measured).statistic) if len(measured) >= 3 else float("nan")
+    return {"mape": float(error.mean()), "p50_abs": float(np.percentile(error, 50)),
+            "p95_abs": float(np.percentile(error, 95)), "within_5": float((error <= 5).mean() * 100),
+            "within_10": float((error <= 10).mean() * 100), "spearman": spearman}
+
+
+def _scores(frame: pd.DataFrame, column: str, truth: str = "measured_mean_ms") -> dict[str, float]:
     ok = frame[column].notna()
-    if not ok.any():
-        return float("nan"), float("nan")
-    return mape(frame.loc[ok, column].to_numpy(), frame.loc[ok, truth].to_numpy()), within(frame.loc[ok, column].to_numpy(), frame.loc[ok, truth].to_numpy())
+    return error_measures(frame.loc[ok, column].to_numpy(dtype=float), frame.loc[ok, truth].to_numpy(dtype=float))
 
 
 def _summary(cases: pd.DataFrame, by: str = "stress_level") -> pd.DataFrame:
-    """MAPE and share within +-10% of mean and p90, and both baselines, per setting and ``by``
-    value, with an ``all`` row per setting."""
+    """Per setting and ``by`` value (with an ``all`` row per setting): the error measures of the
+    mean and of p90, and both baselines' MAPE on the mean. ``by`` may be ``batch_and_stress``."""
+    cases = cases.assign(batch_and_stress=cases["batch_size"].astype(str) + " @ " + cases["stress_level"].map("{:.2f}".format))
     out = []
     for setting, by_setting in cases.groupby("setting", sort=False):
         for value, group in [*by_setting.groupby(by), ("all", by_setting)]:
-            mean_mape, mean_within = _scores(group, "predicted_mean_ms")
-            p90_mape, p90_within = _scores(group, "predicted_p90_ms", "measured_p90_ms")
-            flops_mape, _ = _scores(group, "flops_proportional_ms")
-            idle_mape, _ = _scores(group, "idle_kernel_sum_ms")
+            mean = _scores(group, "predicted_mean_ms")
+            p90 = _scores(group, "predicted_p90_ms", "measured_p90_ms")
             out.append({
                 "setting": setting, by: value, "cases": len(group),
-                "mean_mape_pct": mean_mape, "mean_within_10_pct": mean_within,
-                "p90_mape_pct": p90_mape, "p90_within_10_pct": p90_within,
-                "flops_proportional_mape_pct": flops_mape, "idle_kernel_sum_mape_pct": idle_mape,
+                "mean_mape_pct": mean["mape"], "mean_p50_abs_pct": mean["p50_abs"], "mean_p95_abs_pct": mean["p95_abs"],
+                "mean_within_5_pct": mean["within_5"], "mean_within_10_pct": mean["within_10"],
+                "mean_spearman": mean["spearman"],
+                "p90_mape_pct": p90["mape"], "p90_within_10_pct": p90["within_10"], "p90_spearman": p90["spearman"],
+                "flops_proportional_mape_pct": _scores(group, "flops_proportional_ms")["mape"],
+                "idle_kernel_sum_mape_pct": _scores(group, "idle_kernel_sum_ms")["mape"],
             })
     return pd.DataFrame(out)
 
 
 def _markdown(ep: str, cases: pd.DataFrame, summaries: dict[str, pd.DataFrame], worst: pd.DataFrame) -> str:
     table = lambda f: f.round(3).to_markdown(index=False) if len(f) else "_none_"  # noqa: E731
-    columns = ["setting", "variant_id", "stress_level", "measured_mean_ms", "predicted_mean_ms", "error_pct",
-               "measured_p90_ms", "predicted_p90_ms", "critical_path_ms", "fallback_kernels"]
+    columns = ["setting", "variant_id", "family", "batch_size", "stress_level", "measured_mean_ms", "predicted_mean_ms",
+               "error_pct", "measured_p90_ms", "predicted_p90_ms", "critical_path_ms", "fallback_kernels"]
     settings = (
-        "Settings: `trained_on_all` is the predictor that ships, evaluated on the zoo it was trained on; "
-        "`held_out_architecture` predicts each zoo architecture with a predictor trained without it; "
-        "`never_seen` predicts the profile's held-out models, which no predictor ever trained on. "
-        "Baselines on the same cases: FLOPs-proportional (ms per FLOP fitted per stress level on the other "
-        "zoo architectures) and the load-blind sum of the model's kernels measured on an idle device."
+        "Settings: `trained_on_all` is the predictor that ships, evaluated on the models it was trained on; "
+        "`held_out_architecture` predicts each training architecture with a predictor trained without it; "
+        "`held_out_family` predicts each one with a predictor trained without its whole family (residual CNN, "
+        "mobile, dense/concat, vision transformer, text transformer, random NAS); `never_seen` predicts the "
+        "profile's held-out models, which no predictor ever trained on. Error measures: MAPE, the 50th and "
+        "95th percentiles of the absolute error, the shares within +-5% and +-10% (all in %) and Spearman's "
+        "rank correlation, for the mean and for p90. Baselines on the same cases: FLOPs-proportional (ms per "
+        "FLOP fitted per batch size and stress level on the other training architectures) and the load-blind "
+        "sum of the model's kernels measured on an idle device."
     )
     parts = [f"# Hase evaluation on {ep}", settings]
     for by, frame in summaries.items():
-        parts.append(f"## By {by.replace('_', ' ')} (MAPE and share within +-10%, in %)\n\n" + table(frame))
+        parts.append(f"## By {by.replace('_', ' ')}\n\n" + table(frame))
     parts += [
         "## Worst five per setting\n\n"
-        + table(worst[["setting", "variant_id", "stress_level", "measured_mean_ms", "predicted_mean_ms", "error_pct",
-                       "fallback_kernels", "largest_kernel_errors"]]),
+        + table(worst[["setting", "variant_id", "batch_size", "stress_level", "measured_mean_ms", "predicted_mean_ms",
+                       "error_pct", "fallback_kernels", "largest_kernel_errors"]]),
         "## Every case\n\n" + table(cases[columns]),
     ]
     return "\n\n".join(parts)
+
+
+def write_report(result: Evaluation, out_dir: str | os.PathLike[str], title: str,
+                 optimized_dir: str | os.PathLike[str] | None = None) -> Path:
+    """Write ``evaluation.md`` (with the execution-overlap section where the optimized graphs are at
+    hand) and ``evaluation.png`` into ``out_dir``; return the plot's path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    overlap = "\n\n" + overlap_section(optimized_dir) if optimized_dir is not None else ""
+    (out / "evaluation.md").write_text(result.markdown + overlap)
+    return scatter_plot(result.cases, out / "evaluation.png", title)
 
 
 def overlap_section(optimized_dir: str | os.PathLike[str]) -> str:

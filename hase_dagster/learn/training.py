@@ -7,11 +7,13 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
 
 from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
+from hase_dagster.core.config import infer_family
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.paths import DataPaths
 from hase_dagster.learn.estimators import dumps
@@ -118,13 +120,17 @@ def kernels_by_variant(store: Warehouse, ep: str) -> dict[str, list[Kernel]]:
 
 
 def measured_models(store: Warehouse, ep: str) -> pd.DataFrame:
-    """Whole-model benchmark rows (ok) with each variant's architecture, input size and held-out flag."""
-    return store.query(
-        """SELECT b.*, f.model_name AS architecture, f.held_out
+    """Whole-model benchmark rows (ok) with each variant's architecture, family, input size and
+    held-out flag (tables exported before the family column get it inferred from the name)."""
+    models = store.query(
+        """SELECT b.*, f.model_name AS architecture, f.held_out, f.family
            FROM model_benchmarks b JOIN model_files f USING (variant_id)
            WHERE b.ep = ? AND b.status = 'ok' ORDER BY b.variant_id, b.stress_level""",
         [ep],
     )
+    inferred = models["architecture"].map(lambda name: infer_family(name, "torchvision"))
+    models["family"] = models["family"].where(models["family"].notna() & (models["family"] != ""), inferred)
+    return models
 
 
 def background_load(row: dict[str, Any] | pd.Series) -> dict[str, float]:
@@ -145,16 +151,19 @@ def composition_points(
     return points
 
 
-def train_predictor(store: Warehouse, ep: str, exclude_architecture: str | None = None, kind: str | None = None) -> Predictor:
+def train_predictor(
+    store: Warehouse, ep: str, exclude_architectures: Iterable[str] = (), kind: str | None = None
+) -> Predictor:
     """Regressor on kernel benchmarks and composition on model benchmarks of ``ep``; with
-    ``exclude_architecture``, nothing of that architecture is seen (no kernel instance it uses, no
-    measurement of it). Held-out models (``held_out`` in the profile) are never seen."""
+    ``exclude_architectures``, nothing of those architectures is seen (no kernel instance any of
+    them uses, no measurement of them). Held-out models (``held_out`` in the profile) are never seen."""
+    excluded = set(exclude_architectures)
     rows = training_rows(store, ep)
     models = measured_models(store, ep)
     models = models[~models["held_out"].astype(bool)]
-    if exclude_architecture:
-        rows = rows[~rows["architecture"].str.split(",").apply(lambda names: exclude_architecture in names)]
-        models = models[models["architecture"] != exclude_architecture]
+    if excluded:
+        rows = rows[~rows["architecture"].str.split(",").apply(lambda names: bool(excluded & set(names)))]
+        models = models[~models["architecture"].isin(excluded)]
     regressor = train_regressor(rows.reset_index(drop=True), ep, kind=kind)
     composition = Composition.fit(composition_points(regressor, models, kernels_by_variant(store, ep)))
     return Predictor(regressor, composition)

@@ -216,7 +216,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate_tables(args: argparse.Namespace) -> int:
-    from hase_dagster.learn.evaluation import evaluate, scatter_plot
+    from hase_dagster.learn.evaluation import evaluate, write_report
     from hase_dagster.learn.training import train_predictor
     from hase_dagster.learn.reports import import_tables
 
@@ -225,8 +225,7 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
         store = import_tables(args.tables, Path(tmp) / "imported.duckdb")
         shipped = train_predictor(store, args.ep)
         result = evaluate(store, args.ep, shipped)
-    (args.out / "evaluation.md").write_text(result.markdown)
-    scatter_plot(result.cases, args.out / "evaluation.png", f"Hase on {args.ep}")
+    write_report(result, args.out, f"Hase on {args.ep}")
     from hase_dagster.learn.reports import regressor_report
 
     (args.out / "regressor.md").write_text(

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU run of issue 5 on a `device` machine, in steps that resume: every call runs
 #   bash results/gpu-grid/run.sh BUDGET_S [BUNDLE]
-# which copies the carried wheel bundle, installs once all five are there, then runs the next
+# (env: PROFILE, BATCHES, LEVELS, CLOCK_EVERY, SKIP_LEARNING=1 to leave learning to `hase
+# evaluate-tables` on the exported tables) which copies the carried wheel bundle, installs once all five are there, then runs the next
 # steps not yet done (analysis per batch size, benchmarks per stress level x batch size, learning,
 # CUPTI, export) until BUDGET_S seconds have passed. Results land in $OUT.
 set -uo pipefail
@@ -44,11 +45,12 @@ step() {
 # Batch sizes in the order they are run (BATCHES="16" first: a complete small grid before a bigger
 # one); each step's estimate is what it took on the H100 (analysis, then one benchmark partition).
 batches=${BATCHES:-16 64 128}
-declare -A analysis_s=([16]=120 [64]=140 [128]=240) benchmark_s=([16]=150 [64]=300 [128]=480)
+levels=${LEVELS:-0.0 0.5 1.0}
+declare -A analysis_s=([1]=150 [4]=150 [16]=150 [64]=140 [128]=240) benchmark_s=([1]=240 [4]=240 [16]=240 [64]=300 [128]=480)
 # The device clock checked against CUPTI on every 8th kernel of the first batch size before any
 # benchmark uses it.
 clocks() {
-  ls /tmp/hd/kernels/cuda/*__${1}x*.onnx | awk 'NR % 8 == 1' > /tmp/hd/clock_sample.txt
+  ls /tmp/hd/kernels/cuda/*__${1}x*.onnx | awk "NR % ${CLOCK_EVERY:-8} == 1" > /tmp/hd/clock_sample.txt
   hase cupti $(cat /tmp/hd/clock_sample.txt) --runs 30 --max-clock-error 0.15 > /tmp/hd/cupti_kernels.json
 }
 for batch in $batches; do
@@ -57,13 +59,15 @@ for batch in $batches; do
     step clocks 90 clocks "$batch"
     [ -e "$steps/clocks" ] || { (( out_of_time )) || echo "the device clock failed its check: no benchmarks"; break; }
   fi
-  for level in 0.0 0.5 1.0; do
+  for level in $levels; do
     step "benchmark-$level-b$batch" "${benchmark_s[$batch]}" hase materialize --profile ${PROFILE:-gpu} --stage benchmark --stress-level "$level" --batch-size "$batch"
   done
 done
-step "learning-${batches// /-}" 150 hase materialize --profile ${PROFILE:-gpu} --stage learning
-first_batch_models=(/tmp/hd/models/*_b${batches%% *}.onnx)
-step cupti 90 bash -c "hase cupti ${first_batch_models[*]} --runs 20 --optimization all > /tmp/hd/cupti_models.json"
+if [ -z "${SKIP_LEARNING:-}" ]; then
+  step "learning-${batches// /-}" 150 hase materialize --profile ${PROFILE:-gpu} --stage learning
+  first_batch_models=(/tmp/hd/models/*_b${batches%% *}.onnx)
+  step cupti 90 bash -c "hase cupti ${first_batch_models[*]} --runs 20 --optimization all > /tmp/hd/cupti_models.json"
+fi
 
 # Every call brings back what exists so far: a machine can be taken back between calls.
 rm -rf /tmp/export && mkdir -p /tmp/export/tables
