@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 export HASE_DATA_DIR ?= $(CURDIR)/.hase_data
 
-.PHONY: setup run test dev prometheus analyze-example clean
+.PHONY: setup run test lint dev prometheus analyze-example clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -26,8 +26,14 @@ setup: $(VENV)/.installed $(DAGSTER_HOME)/dagster.yaml
 run: setup
 	$(BIN)/hase materialize
 
-test: setup prometheus
+test: setup prometheus lint
 	$(BIN)/python -m pytest -q
+
+# ruff (lint and format) on everything, mypy on the domain core (configured in pyproject.toml).
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The Dagster UI (with its daemon, so sensors and schedules run) on 127.0.0.1:3000.
 dev: setup

@@ -4,11 +4,10 @@ Each asset is a thin wrapper: it reads its inputs from the data directory and th
 the domain code in ``hase_dagster``, and replaces its partition's rows.
 """
 
-
 import functools
 import json
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -69,7 +68,7 @@ def onnx_models(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Mat
                 "inputs_json": json.dumps(exported.inputs),
                 "outputs_json": json.dumps(exported.outputs),
                 "run_id": context.run_id,
-                "created_at": datetime.now(timezone.utc).replace(tzinfo=None),
+                "created_at": datetime.now(UTC).replace(tzinfo=None),
                 "held_out": variant.model.held_out,
                 "family": variant.model.family_name,
             }
@@ -98,8 +97,12 @@ def optimized_graphs(context: dg.AssetExecutionContext, hase: HaseResource) -> d
     rows = []
     op_counts: Counter[str] = Counter()
     files = _variant_files(hase, batch_size)
-    tasks = [(source, paths.optimized(ep) / f"{variant_id}.onnx") for variant_id, source in files.itertuples(index=False)]
-    graphs = map_variants(functools.partial(optimize_and_save, ep=ep, options=profile.ort), tasks, profile.analysis_workers)
+    tasks = [
+        (source, paths.optimized(ep) / f"{variant_id}.onnx") for variant_id, source in files.itertuples(index=False)
+    ]
+    graphs = map_variants(
+        functools.partial(optimize_and_save, ep=ep, options=profile.ort), tasks, profile.analysis_workers
+    )
     for variant_id, (_, target), graph in zip(files["variant_id"], tasks, graphs):
         for node in graph.nodes:
             op_counts[node.qualified_op] += 1
@@ -148,12 +151,17 @@ def kernel_catalog(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.
     zoo = {v.variant_id: v for v in variants(profile, batch_size)}
     tasks = [
         CatalogTask(
-            variant_id, Path(source), paths.optimized(ep) / f"{variant_id}.json", paths.catalogs(ep) / f"{variant_id}.json",
+            variant_id,
+            Path(source),
+            paths.optimized(ep) / f"{variant_id}.json",
+            paths.catalogs(ep) / f"{variant_id}.json",
             twin=zoo.get(variant_id) if batch_size > 1 else None,
         )
         for variant_id, source in _variant_files(hase, batch_size).itertuples(index=False)
     ]
-    catalog = functools.partial(catalog_variant, fusion_dir=paths.fusion_maps(ep), opset=profile.opset, options=profile.ort)
+    catalog = functools.partial(
+        catalog_variant, fusion_dir=paths.fusion_maps(ep), opset=profile.opset, options=profile.ort
+    )
     for task, (kernels, document, origin) in zip(tasks, map_variants(catalog, tasks, profile.analysis_workers)):
         variant_id = task.variant_id
         context.log.info(f"{variant_id}: fusion map {origin}")
@@ -287,7 +295,9 @@ def model_dags(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Mate
         summary.append({"variant_id": variant_id, "kernels": dag.number_of_nodes(), "edges": dag.number_of_edges()})
     frame = pd.DataFrame(rows)
     hase.warehouse().replace_partition("dag_edges", {"batch_size": batch_size, "ep": ep}, frame)
-    return dg.MaterializeResult(metadata={"ep": ep, "edges": len(frame), "dags": _markdown_table(pd.DataFrame(summary))})
+    return dg.MaterializeResult(
+        metadata={"ep": ep, "edges": len(frame), "dags": _markdown_table(pd.DataFrame(summary))}
+    )
 
 
 analysis_assets = [onnx_models, optimized_graphs, kernel_catalog, kernel_onnx, model_dags]

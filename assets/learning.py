@@ -2,7 +2,7 @@
 
 import base64
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import dagster as dg
 import pandas as pd
@@ -12,8 +12,8 @@ from assets.measurement import kernel_benchmarks, model_benchmarks
 from hase_dagster.core.config import load_config
 from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.evaluation import evaluate, write_report
-from hase_dagster.learn.training import Predictor, kernels_by_variant, load_at_level, predictor_path, train_predictor
 from hase_dagster.learn.predict import predict_model
+from hase_dagster.learn.training import Predictor, kernels_by_variant, load_at_level, predictor_path, train_predictor
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
 
@@ -95,24 +95,43 @@ def latency_predictions(
         context.log.warning(f"no current-load prediction: {exc}")
     batch_of = store.query("SELECT variant_id, batch_size FROM model_files").set_index("variant_id")["batch_size"]
     rows = []
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    now = datetime.now(UTC).replace(tzinfo=None)
     for variant, kernels in kernels_by_variant(store, ep).items():
         for source, load in loads.items():
             batch = int(batch_of.get(variant, 0)) or None
-            prediction = predict_model(variant, kernels, predictor.regressor, predictor.composition, load, source, batch)
-            rows.append({
-                "variant_id": variant, "ep": ep, "batch_size": batch or 0, "load_source": source,
-                "load_util": load[predictor.regressor.load_fields[0]], "predicted_ms": prediction.predicted_ms,
-                "p90_ms": prediction.p90_ms, "critical_path_ms": prediction.critical_path_ms,
-                "sequential_sum_ms": prediction.sequential_sum_ms, "kernels": prediction.coverage["kernels"],
-                "fallback_kernels": prediction.coverage["fallback"], "warnings": json.dumps(prediction.warnings),
-                "predicted_at": now, "run_id": context.run_id,
-            })
+            prediction = predict_model(
+                variant, kernels, predictor.regressor, predictor.composition, load, source, batch
+            )
+            rows.append(
+                {
+                    "variant_id": variant,
+                    "ep": ep,
+                    "batch_size": batch or 0,
+                    "load_source": source,
+                    "load_util": load[predictor.regressor.load_fields[0]],
+                    "predicted_ms": prediction.predicted_ms,
+                    "p90_ms": prediction.p90_ms,
+                    "critical_path_ms": prediction.critical_path_ms,
+                    "sequential_sum_ms": prediction.sequential_sum_ms,
+                    "kernels": prediction.coverage["kernels"],
+                    "fallback_kernels": prediction.coverage["fallback"],
+                    "warnings": json.dumps(prediction.warnings),
+                    "predicted_at": now,
+                    "run_id": context.run_id,
+                }
+            )
     frame = pd.DataFrame(rows)
     store.replace_partition("latency_predictions", {"ep": ep}, frame)
-    shown = frame[["variant_id", "load_source", "load_util", "predicted_ms", "p90_ms", "critical_path_ms", "fallback_kernels"]]
+    shown = frame[
+        ["variant_id", "load_source", "load_util", "predicted_ms", "p90_ms", "critical_path_ms", "fallback_kernels"]
+    ]
     return dg.MaterializeResult(
-        metadata={"ep": ep, "predictions": len(frame), "loads": list(loads), "table": dg.MetadataValue.md(shown.round(3).to_markdown(index=False))}
+        metadata={
+            "ep": ep,
+            "predictions": len(frame),
+            "loads": list(loads),
+            "table": dg.MetadataValue.md(shown.round(3).to_markdown(index=False)),
+        }
     )
 
 
@@ -131,7 +150,9 @@ def evaluation_report(context: dg.AssetExecutionContext, hase: HaseResource) -> 
     result = evaluate(store, ep, shipped)
     out_dir = hase.paths().reports(ep)
     image = write_report(result, out_dir, f"Hase on {ep}", hase.paths().optimized(ep))
-    cases = result.cases.drop(columns=["error_pct"]).assign(error_pct=result.cases["error_pct"], ep=ep, run_id=context.run_id)
+    cases = result.cases.drop(columns=["error_pct"]).assign(
+        error_pct=result.cases["error_pct"], ep=ep, run_id=context.run_id
+    )
     store.replace_partition("evaluation_cases", {"ep": ep}, cases)
     overall = result.summary[result.summary["stress_level"] == "all"].set_index("setting")
     encoded = base64.b64encode(image.read_bytes()).decode()

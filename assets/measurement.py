@@ -4,19 +4,15 @@ Partitions: stress level (static, from ``hase.yaml``) x batch size (dynamic, sha
 """
 
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
-from contextlib import contextmanager
 
 import dagster as dg
 import pandas as pd
 
 from assets.analysis import POOL, kernel_onnx, onnx_models
 from assets.partitions import measurement_partitions, stress_and_batch_of
-from hase_dagster.measure.benchmark import BenchmarkTarget, default_progress, run_benchmarks
-from hase_dagster.core.config import Profile
 from hase_dagster.core.ort_runtime import OptimizationLevel, device_name
-from hase_dagster.measure.telemetry import LOAD_FIELD, TelemetrySampler, metric_source
+from hase_dagster.measure.benchmark import BenchmarkTarget, default_progress, run_benchmarks
 from resources.hase import HaseResource
 from resources.stressor import StressorResource
 
@@ -53,12 +49,20 @@ def _measure_partition(
     timing = profile.kernel_timing if table == "kernel_benchmarks" else profile.model_timing
     with stressor.under_load(profile.device, level, profile.telemetry) as loaded:
         steady = "n/a" if loaded.stressor.steady_load is None else f"{loaded.stressor.steady_load:.0f}%"
-        context.log.info(f"stressor at {level:.2f} on {profile.device} (pid {loaded.stressor.pid}); steady load {steady}")
+        context.log.info(
+            f"stressor at {level:.2f} on {profile.device} (pid {loaded.stressor.pid}); steady load {steady}"
+        )
         sampler = loaded.sampler
         started = time.monotonic()
         rows = run_benchmarks(
-            targets, profile.execution_provider, sampler, timing, profile.telemetry, profile.ort,
-            level=optimization, progress=default_progress(context.log.info, every=progress_every),
+            targets,
+            profile.execution_provider,
+            sampler,
+            timing,
+            profile.telemetry,
+            profile.ort,
+            level=optimization,
+            progress=default_progress(context.log.info, every=progress_every),
         )
         seconds = time.monotonic() - started
     speed = {"seconds": round(seconds, 1), "per_minute": round(len(rows) / seconds * 60, 1)}
@@ -110,13 +114,17 @@ def kernel_benchmarks(
         for row in kernels.itertuples()
     ]
     # Kernels run as extracted: their graph is already ORT's optimized one.
-    frame, speed = _measure_partition(context, hase, stressor, targets, "kernel_benchmarks", "disable", progress_every=25)
+    frame, speed = _measure_partition(
+        context, hase, stressor, targets, "kernel_benchmarks", "disable", progress_every=25
+    )
     failed = frame.loc[frame["status"] != "ok", "error"].tolist()
     return dg.MaterializeResult(
         metadata={**_summary(frame, "family"), **speed},
         check_results=[
             dg.AssetCheckResult(
-                check_name="every_kernel_measured", passed=not failed, metadata={"errors": dg.MetadataValue.json(failed)}
+                check_name="every_kernel_measured",
+                passed=not failed,
+                metadata={"errors": dg.MetadataValue.json(failed)},
             )
         ],
     )
@@ -141,7 +149,9 @@ def model_benchmarks(
     if models.empty:
         raise dg.Failure(f"no ONNX models for batch size {batch}: materialize onnx_models first")
     targets = [
-        BenchmarkTarget(Path(row.path), {"variant_id": row.variant_id, "model_name": row.model_name, "input_size": row.input_size})
+        BenchmarkTarget(
+            Path(row.path), {"variant_id": row.variant_id, "model_name": row.model_name, "input_size": row.input_size}
+        )
         for row in models.itertuples()
     ]
     # A user runs the model as exported, so ORT optimizes it (ORT_ENABLE_ALL) as it would for them.

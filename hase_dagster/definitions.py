@@ -8,18 +8,19 @@ from assets.learning import learning_assets
 from assets.measurement import measurement_assets
 from assets.partitions import measurement_partitions
 from hase_dagster.core.config import load_config
-from resources.hase import HaseResource
-from resources.prometheus import PrometheusResource
-from resources.stressor import StressorResource
+from resources.sets import hase_resources
 from sensors.backfill import batch_size_backfill_sensor
-from sensors.load import prometheus_load_sensor
 from sensors.batch_sizes import batch_size_partitions_sensor
+from sensors.load import prometheus_load_sensor
+
 
 @dg.schedule(cron_schedule="0 2 * * *", job=benchmark_job, execution_timezone="UTC")
 def nightly_benchmarks(context: dg.ScheduleEvaluationContext) -> list[dg.RunRequest]:
     """Re-benchmark every (stress level, batch size) partition each night: loads and drivers drift."""
     keys = measurement_partitions.get_partition_keys(dynamic_partitions_store=context.instance)
-    return [dg.RunRequest(run_key=f"{context.scheduled_execution_time:%Y%m%d}-{key}", partition_key=key) for key in keys]
+    return [
+        dg.RunRequest(run_key=f"{context.scheduled_execution_time:%Y%m%d}-{key}", partition_key=key) for key in keys
+    ]
 
 
 # One Definitions at module scope (Dagster refuses several); the parts are merged inline.
@@ -28,12 +29,8 @@ defs = dg.Definitions.merge(
         assets=analysis_assets, jobs=[analysis_job], sensors=[batch_size_partitions_sensor, batch_size_backfill_sensor]
     ),
     dg.Definitions(assets=measurement_assets, jobs=[benchmark_job], schedules=[nightly_benchmarks]),
-    dg.Definitions(assets=learning_assets, jobs=[learning_job, latency_predictions_job], sensors=[prometheus_load_sensor]),
     dg.Definitions(
-        resources={
-            "hase": HaseResource(),
-            "stressor": StressorResource(),
-            "prometheus": PrometheusResource(url=load_config().prometheus_url),
-        }
+        assets=learning_assets, jobs=[learning_job, latency_predictions_job], sensors=[prometheus_load_sensor]
     ),
+    dg.Definitions(resources=hase_resources(load_config().prometheus_url)),
 )

@@ -1,12 +1,10 @@
 """The Hase settings resource: which config, profile and data directory a run uses."""
 
-
 import dagster as dg
 
 from hase_dagster.core.config import Profile, data_dir, load_config
-
-from hase_dagster.core.profiles import select_profile
 from hase_dagster.core.paths import DataPaths
+from hase_dagster.core.profiles import select_profile
 from warehouse.store import Warehouse
 
 

@@ -25,7 +25,9 @@ class StressorResource(dg.ConfigurableResource):
     @contextmanager
     def under_load(self, device: str, level: float, telemetry: TelemetryOptions) -> Iterator[LoadedDevice]:
         """:func:`hase_dagster.measure.load.under_load`, with the stressor tracked for teardown."""
-        with under_load(device, level, telemetry, self.startup_timeout_s, self.steady_timeout_s, self._active.append) as loaded:
+        with under_load(
+            device, level, telemetry, self.startup_timeout_s, self.steady_timeout_s, self._active.append
+        ) as loaded:
             try:
                 yield loaded
             finally:

@@ -10,7 +10,9 @@ ANALYSED = dg.AssetKey("model_dags")
 MEASURED = dg.AssetKey("model_benchmarks")
 
 
-@dg.sensor(jobs=[analysis_job, benchmark_job], minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    jobs=[analysis_job, benchmark_job], minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING
+)
 def batch_size_backfill_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """For every batch-size partition: request ``analysis_job`` until it is analysed, then
     ``benchmark_job`` for each stress level not yet measured. Run keys make each request once; a
@@ -26,7 +28,9 @@ def batch_size_backfill_sensor(context: dg.SensorEvaluationContext) -> dg.Sensor
         for level in stress_level_partitions.get_partition_keys():
             key = dg.MultiPartitionKey({"stress_level": level, "batch_size": batch})
             if str(key) not in measured:
-                requests.append(dg.RunRequest(job_name=benchmark_job.name, partition_key=key, run_key=f"benchmark-{key}"))
+                requests.append(
+                    dg.RunRequest(job_name=benchmark_job.name, partition_key=key, run_key=f"benchmark-{key}")
+                )
     if not requests:
         return dg.SensorResult(skip_reason="every batch size is analysed and benchmarked at every stress level")
     return dg.SensorResult(run_requests=requests)

@@ -1,6 +1,5 @@
 """Keep the batch-size partitions in step with the active profile."""
 
-
 import dagster as dg
 
 from assets.partitions import batch_size_partitions

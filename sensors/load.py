@@ -34,7 +34,9 @@ def _last_bucket(cursor: str | None) -> int | None:
     return bucket if isinstance(bucket, int) else None
 
 
-@dg.sensor(job_name="latency_predictions_job", minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
+@dg.sensor(
+    job_name="latency_predictions_job", minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING
+)
 def prometheus_load_sensor(
     context: dg.SensorEvaluationContext, prometheus: PrometheusResource, hase: HaseResource
 ) -> dg.RunRequest | dg.SkipReason:

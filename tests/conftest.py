@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from hase_dagster.core.config import ZooModel
 from hase_dagster.analysis.zoo import ModelVariant, export_variant
+from hase_dagster.core.config import ZooModel
 
 TINY_TRANSFORMER = ZooModel(
     name="transformer_encoder", kind="transformer_encoder", d_model=64, nhead=4, dim_feedforward=128, num_layers=1
@@ -23,15 +23,24 @@ TEST_PROFILE = {
             "device": "cpu",
             "models": [
                 {"name": "resnet18"},
-                {"name": "transformer_encoder", "kind": "transformer_encoder", "d_model": 64, "nhead": 4,
-                 "dim_feedforward": 128, "num_layers": 1},
+                {
+                    "name": "transformer_encoder",
+                    "kind": "transformer_encoder",
+                    "d_model": 64,
+                    "nhead": 4,
+                    "dim_feedforward": 128,
+                    "num_layers": 1,
+                },
             ],
             "input_sizes": [64],
             "sequence_lengths": [16],
             "batch_sizes": [1, 2],
             "kernel_timing": {"warmup": 1, "min_loops": 3, "max_loops": 5, "min_seconds": 0, "max_seconds": 0.05},
             "model_timing": {"warmup": 1, "min_loops": 3, "max_loops": 5, "min_seconds": 0, "max_seconds": 0.2},
-            "telemetry": {"fields": ["DCGM_FI_DEV_GPU_UTIL", "HOST_CPU_UTIL", "HOST_LOAD_1M"], "background_window_s": 0.2},
+            "telemetry": {
+                "fields": ["DCGM_FI_DEV_GPU_UTIL", "HOST_CPU_UTIL", "HOST_LOAD_1M"],
+                "background_window_s": 0.2,
+            },
         }
     },
 }

@@ -73,7 +73,9 @@ def test_parallel_analysis_fingerprints_a_batch_one_twin(test_config: Path, tmp_
     assert len(list(hase.paths().fusion_maps("cpu").glob("*.json"))) == 2
     logs = [e.message for e in instance.all_logs(result.run_id) if e.message]
     assert sum("fusion map twin" in m for m in logs) == 2
-    shapes = Warehouse(hase.paths().database).query("SELECT inputs_json FROM kernels WHERE variant_id = 'resnet18_i64_b3'")
+    shapes = Warehouse(hase.paths().database).query(
+        "SELECT inputs_json FROM kernels WHERE variant_id = 'resnet18_i64_b3'"
+    )
     assert all(json.loads(s)[0]["shape"][0] == 3 for s in shapes["inputs_json"])
 
 

@@ -9,11 +9,10 @@ import onnx
 import pytest
 from onnx import helper
 
-from hase_dagster.orchestration.cli import main
-from hase_dagster.core.config import ZooModel
-from hase_dagster.core.errors import HaseError, UnknownModelError
 from hase_dagster.analysis.zoo import ModelVariant, build_torch_model, variants
-from hase_dagster.core.config import load_config
+from hase_dagster.core.config import ZooModel, load_config
+from hase_dagster.core.errors import HaseError, UnknownModelError
+from hase_dagster.orchestration.cli import main
 
 
 def test_analyze_json_contract(resnet18_onnx: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -31,7 +30,9 @@ def test_analyze_json_contract(resnet18_onnx: Path, capsys: pytest.CaptureFixtur
 def test_analyze_console_script_prints_table(resnet18_onnx: Path) -> None:
     result = subprocess.run(
         [str(Path(sys.executable).parent / "hase"), "analyze", str(resnet18_onnx)],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "Conv_Add_Relu" in result.stdout and "com.microsoft.nchwc.Conv" in result.stdout
 
@@ -46,7 +47,8 @@ def test_not_onnx_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[st
 def test_model_ort_rejects_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     node = helper.make_node("NoSuchOp", ["x"], ["y"], domain="com.example")
     graph = helper.make_graph(
-        [node], "g",
+        [node],
+        "g",
         [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
         [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])],
     )

@@ -4,9 +4,8 @@ import pytest
 import yaml
 
 from hase_dagster.core.config import load_config
-
-from hase_dagster.core.profiles import select_profile
 from hase_dagster.core.errors import ConfigError
+from hase_dagster.core.profiles import select_profile
 
 
 def _write(tmp_path: Path, document: dict) -> Path:

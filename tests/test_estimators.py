@@ -96,7 +96,11 @@ def test_a_predictor_folder_round_trips(tmp_path: Path) -> None:
     for target, values in predictor.regressor.predict(frame).items():
         np.testing.assert_allclose(loaded.regressor.predict(frame)[target], values, rtol=1e-6)
     assert sorted(p.name for p in folder.iterdir()) == [
-        "mean_ms.xgb.ubj", "median_ms.xgb.ubj", "p90_ms.xgb.ubj", "predictor.json"]
+        "mean_ms.xgb.ubj",
+        "median_ms.xgb.ubj",
+        "p90_ms.xgb.ubj",
+        "predictor.json",
+    ]
     # Saving again replaces the folder whole.
     predictor.save(folder)
     assert not (tmp_path / "predictor.partial").exists() and Predictor.load(folder).regressor.kind == "xgboost"

@@ -1,4 +1,4 @@
-"""Fusion naming against what ORT 1.31 really produces on the CPU EP (see SPEC.md)."""
+"""Fusion naming against what ORT 1.31 really produces on the CPU EP (resnet18: 9 Conv_Relu, 8 Conv_Add_Relu)."""
 
 from collections import Counter
 from pathlib import Path

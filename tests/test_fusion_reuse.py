@@ -6,15 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from hase_dagster.core.config import ZooModel
 from hase_dagster.analysis.fusion import map_fusions
 from hase_dagster.analysis.fusion_reuse import batch_one_twin, map_fusions_reusing, structure_key
 from hase_dagster.analysis.graph import optimize_and_profile
 from hase_dagster.analysis.zoo import ModelVariant, export_variant
+from hase_dagster.core.config import ZooModel
 from tests.conftest import TINY_TRANSFORMER
 
 
-@pytest.mark.parametrize("model, size", [(ZooModel(name="resnet18"), 64), (TINY_TRANSFORMER, 16)], ids=["resnet18", "encoder"])
+@pytest.mark.parametrize(
+    "model, size", [(ZooModel(name="resnet18"), 64), (TINY_TRANSFORMER, 16)], ids=["resnet18", "encoder"]
+)
 def test_batch_one_twin_gives_the_map_of_the_batched_model(tmp_path: Path, model: ZooModel, size: int) -> None:
     variant = ModelVariant(model, size, 3)
     source = export_variant(variant, tmp_path / "models", 17).path
@@ -22,7 +24,9 @@ def test_batch_one_twin_gives_the_map_of_the_batched_model(tmp_path: Path, model
     direct = map_fusions(source, optimized)
     cache = tmp_path / "maps"
 
-    fusion, origin = map_fusions_reusing(source, optimized, cache, twin=batch_one_twin(variant, tmp_path / "twin", 17, "cpu"))
+    fusion, origin = map_fusions_reusing(
+        source, optimized, cache, twin=batch_one_twin(variant, tmp_path / "twin", 17, "cpu")
+    )
 
     assert origin == "twin"
     assert fusion.absorbed == direct.absorbed
@@ -38,7 +42,9 @@ def test_a_twin_of_another_structure_is_not_used(tmp_path: Path, resnet18_onnx: 
     other = optimize_and_profile(squeezenet_onnx, tmp_path / "squeeze.onnx", "cpu")
     assert structure_key(resnet18_onnx, optimized) != structure_key(squeezenet_onnx, other)
 
-    fusion, origin = map_fusions_reusing(resnet18_onnx, optimized, tmp_path / "maps", twin=lambda: (squeezenet_onnx, other))
+    fusion, origin = map_fusions_reusing(
+        resnet18_onnx, optimized, tmp_path / "maps", twin=lambda: (squeezenet_onnx, other)
+    )
 
     assert origin == "direct"
     assert fusion.absorbed == map_fusions(resnet18_onnx, optimized).absorbed

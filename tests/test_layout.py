@@ -84,12 +84,21 @@ def test_the_checker_sees_an_upward_import(tmp_path: Path) -> None:
     assert RANKS[_layer_of("hase_dagster.learn.predict")] > RANKS[_layer_of("hase_dagster.core.config")]
 
 
-@pytest.mark.parametrize("layer", [layer for layer in LAYERS if layer.startswith("hase_dagster.") and "definitions" not in layer])
+@pytest.mark.parametrize(
+    "layer", [layer for layer in LAYERS if layer.startswith("hase_dagster.") and "definitions" not in layer]
+)
 def test_each_subpackage_imports_alone(layer: str) -> None:
     # A fresh interpreter, so a cycle cannot hide behind modules another test already imported.
-    subprocess.run([sys.executable, "-c", f"import {layer}; import pkgutil, importlib; "
-                    f"[importlib.import_module(m.name) for m in pkgutil.iter_modules({layer}.__path__, '{layer}.')]"],
-                   check=True, cwd=REPO)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import {layer}; import pkgutil, importlib; "
+            f"[importlib.import_module(m.name) for m in pkgutil.iter_modules({layer}.__path__, '{layer}.')]",
+        ],
+        check=True,
+        cwd=REPO,
+    )
 
 
 def test_layers_are_packages() -> None:

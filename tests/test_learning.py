@@ -12,19 +12,19 @@ import yaml
 from assets.analysis import analysis_assets
 from assets.learning import learning_assets
 from assets.measurement import measurement_assets
-from hase_dagster.orchestration.cli import main
+from hase_dagster.analysis.zoo import ModelVariant, export_variant
 from hase_dagster.core.config import ZooModel
 from hase_dagster.core.errors import HaseError
-from hase_dagster.learn.training import Predictor, load_at_level, predictor_path, train_predictor
 from hase_dagster.learn.predict import Composition, Sums
 from hase_dagster.learn.predict_file import resolve_load, with_batch_size
 from hase_dagster.learn.regressor import mape, training_rows, within
-from hase_dagster.analysis.zoo import ModelVariant, export_variant
+from hase_dagster.learn.training import Predictor, load_at_level, predictor_path, train_predictor
+from hase_dagster.orchestration.cli import main
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
 from resources.stressor import StressorResource
-from warehouse.store import Warehouse
 from tests.conftest import TEST_PROFILE
+from warehouse.store import Warehouse
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +36,11 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict:
     document["profiles"]["tiny"]["models"].append({"name": "squeezenet1_1", "held_out": True})
     config.write_text(yaml.safe_dump(document))
     hase = HaseResource(config_path=str(config), data_directory=str(root / "data"))
-    resources = {"hase": hase, "stressor": StressorResource(), "prometheus": PrometheusResource(url="http://127.0.0.1:9")}
+    resources = {
+        "hase": hase,
+        "stressor": StressorResource(),
+        "prometheus": PrometheusResource(url="http://127.0.0.1:9"),
+    }
     instance = dg.DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("batch_size", ["1"])
     assert dg.materialize(analysis_assets, partition_key="1", resources=resources, instance=instance).success
@@ -44,7 +48,14 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict:
         key = dg.MultiPartitionKey({"stress_level": level, "batch_size": "1"})
         assert dg.materialize(measurement_assets, partition_key=key, resources=resources, instance=instance).success
     result = dg.materialize(learning_assets, resources=resources, instance=instance)
-    return {"hase": hase, "resources": resources, "instance": instance, "result": result, "root": root, "config": config}
+    return {
+        "hase": hase,
+        "resources": resources,
+        "instance": instance,
+        "result": result,
+        "root": root,
+        "config": config,
+    }
 
 
 def test_learning_assets_train_predict_and_report(trained: dict) -> None:
@@ -104,8 +115,9 @@ def test_blocking_check_stops_downstream_when_mape_too_high(trained: dict) -> No
     assert not result.asset_materializations_for_node("latency_predictions")
 
 
-def test_predict_a_model_outside_the_zoo(trained: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                         capsys: pytest.CaptureFixture[str]) -> None:
+def test_predict_a_model_outside_the_zoo(
+    trained: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("HASE_DATA_DIR", trained["hase"].data_directory)
     model = export_variant(ModelVariant(ZooModel(name="squeezenet1_1"), 64, 1), tmp_path, 17).path
     assert main(["predict", str(model), "--batch-size", "1", "--load", "level=0.5", "--json"]) == 0
@@ -129,11 +141,13 @@ def test_unbenchmarked_batch_and_load_errors(trained: dict, tmp_path: Path) -> N
     with pytest.raises(HaseError, match="does not answer"):
         resolve_load("prometheus", store, "cpu", ["HOST_CPU_UTIL"], "http://127.0.0.1:9")
     predictor = Predictor.load(predictor_path(Path(trained["hase"].data_directory), "cpu"))
-    from hase_dagster.learn.training import kernels_by_variant
     from hase_dagster.learn.predict import predict_model
+    from hase_dagster.learn.training import kernels_by_variant
 
     kernels = kernels_by_variant(store, "cpu")["resnet18_i64_b1"]
-    prediction = predict_model("r18", kernels, predictor.regressor, predictor.composition, load_at_level(store, "cpu", 0.0), "idle", 8)
+    prediction = predict_model(
+        "r18", kernels, predictor.regressor, predictor.composition, load_at_level(store, "cpu", 0.0), "idle", 8
+    )
     assert any("batch size 8 was never benchmarked" in w for w in prediction.warnings)
 
 
@@ -158,7 +172,14 @@ def test_composition_recovers_a_known_law() -> None:
         idle = float(rng.uniform(1, 50))
         util = float(rng.uniform(0, 100))
         kernels = int(rng.integers(5, 200))
-        sums = Sums(median_ms=0, mean_ms=idle * float(rng.uniform(1, 3)), p90_ms=0, kernels=kernels, load_util=util, idle_mean_ms=idle)
+        sums = Sums(
+            median_ms=0,
+            mean_ms=idle * float(rng.uniform(1, 3)),
+            p90_ms=0,
+            kernels=kernels,
+            load_util=util,
+            idle_mean_ms=idle,
+        )
         # a law that ignores the loaded sum, with a per-kernel saving and a per-run overhead
         truth = 1.1 * idle + 0.8 * util / 100 * idle - 0.002 * kernels + 0.5
         points.append((sums, truth, truth * 1.2))
@@ -180,7 +201,9 @@ def test_composition_learns_a_per_kernel_dispatch_cost() -> None:
         truth = idle + 0.004 * kernels + 0.1
         points.append((Sums(0, idle, idle, kernels, 0.0, idle_mean_ms=idle), truth, truth))
     fitted = Composition.fit(points)
-    assert fitted.mean_coefficients is not None and fitted.mean_coefficients["per_kernel"] == pytest.approx(0.004, abs=5e-4)
+    assert fitted.mean_coefficients is not None and fitted.mean_coefficients["per_kernel"] == pytest.approx(
+        0.004, abs=5e-4
+    )
     assert fitted.apply(Sums(0, 4.0, 4.0, 100, 0.0, idle_mean_ms=4.0))[0] == pytest.approx(4.5, rel=0.02)
 
 
@@ -213,7 +236,9 @@ def test_composition_finds_the_launch_bound_regime() -> None:
     fitted = Composition.fit(points)
     assert fitted.dispatch_ms == 0.008
     tiny = tuple([0.002] * 100)
-    assert fitted.apply(Sums(0, 0.2, 0.2, 100, 0.0, idle_mean_ms=0.2, idle_kernel_ms=tiny))[0] == pytest.approx(0.85, rel=0.05)
+    assert fitted.apply(Sums(0, 0.2, 0.2, 100, 0.0, idle_mean_ms=0.2, idle_kernel_ms=tiny))[0] == pytest.approx(
+        0.85, rel=0.05
+    )
 
 
 def test_composition_round_trips_through_json() -> None:

@@ -1,6 +1,6 @@
 """The benchmark assets for one (stress level, batch size) partition, in-process, real ORT and DuckDB."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dagster as dg
@@ -65,7 +65,7 @@ def test_a_failing_kernel_is_named_and_the_others_are_kept(resources: dict, anal
 
 def test_schedule_requests_every_partition() -> None:
     schedule = defs.resolve_schedule_def("nightly_benchmarks")
-    when = datetime(2026, 11, 22, 2, tzinfo=timezone.utc)
+    when = datetime(2026, 11, 22, 2, tzinfo=UTC)
     with dg.instance_for_test() as instance:
         instance.add_dynamic_partitions("batch_size", ["1", "8"])
         requests = schedule(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))

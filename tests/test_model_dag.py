@@ -11,8 +11,20 @@ from hase_dagster.analysis.model_dag import build_dag, critical_path, load_dag, 
 
 def _kernel(order: int, name: str, inputs: list[str], outputs: list[str]) -> Kernel:
     tensor = lambda n: TensorInfo(n, "float", (1, 4))  # noqa: E731
-    return Kernel("v", "cpu", order, name, "Relu", "Relu", "", [], [], {},
-                  [tensor(n) for n in inputs], [tensor(n) for n in outputs])
+    return Kernel(
+        "v",
+        "cpu",
+        order,
+        name,
+        "Relu",
+        "Relu",
+        "",
+        [],
+        [],
+        {},
+        [tensor(n) for n in inputs],
+        [tensor(n) for n in outputs],
+    )
 
 
 def test_diamond_dag_sequential_and_critical_path(tmp_path: Path) -> None:

@@ -21,7 +21,9 @@ def slow() -> None:
     print("started", flush=True)
     time.sleep(60)
 
-job = dg.Definitions(assets=[slow], jobs=[dg.define_asset_job("slow_job", selection=[slow])]).resolve_job_def("slow_job")
+job = dg.Definitions(assets=[slow], jobs=[dg.define_asset_job("slow_job", selection=[slow])]).resolve_job_def(
+    "slow_job"
+)
 run_job(job, None, dg.DagsterInstance.get(), {}, "test")
 """
 

@@ -77,23 +77,35 @@ def start_prometheus(targets: list[str], workdir: Path) -> PrometheusServer:
     """Prometheus on a free loopback port scraping ``targets`` every second; returns once every target is up."""
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
-    config.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [{"job_name": "hase", "static_configs": [{"targets": targets}]}],
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "scrape_configs": [{"job_name": "hase", "static_configs": [{"targets": targets}]}],
+            }
+        )
+    )
     port = free_port()
     log = (workdir / "prometheus.log").open("wb")
     process = subprocess.Popen(
-        [str(PROMETHEUS_BIN), f"--config.file={config}", f"--web.listen-address=127.0.0.1:{port}",
-         f"--storage.tsdb.path={workdir / 'data'}"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            str(PROMETHEUS_BIN),
+            f"--config.file={config}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     server = PrometheusServer(f"http://127.0.0.1:{port}", process)
     resource = PrometheusResource(url=server.url)
 
     def all_up() -> bool:
         if process.poll() is not None:
-            raise RuntimeError(f"prometheus exited with {process.returncode}: {(workdir / 'prometheus.log').read_text()[-2000:]}")
+            raise RuntimeError(
+                f"prometheus exited with {process.returncode}: {(workdir / 'prometheus.log').read_text()[-2000:]}"
+            )
         series = resource.query("up")
         return len(series) == len(targets) and all(s["value"][1] == "1" for s in series)
 
@@ -117,8 +129,10 @@ class Stack:
     def set_load(self, value: float) -> None:
         """Set the gauge and wait until Prometheus has scraped it."""
         self.gauge.set(value)
-        wait_for(f"HOST_CPU_UTIL == {value} in Prometheus",
-                 lambda: self.resource.current_load(["HOST_CPU_UTIL"])["HOST_CPU_UTIL"] == value)
+        wait_for(
+            f"HOST_CPU_UTIL == {value} in Prometheus",
+            lambda: self.resource.current_load(["HOST_CPU_UTIL"])["HOST_CPU_UTIL"] == value,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -255,8 +269,19 @@ def test_sensor_loads_in_definitions_with_its_resources() -> None:
 
 @pytest.mark.parametrize(
     ("util", "bucket"),
-    [(0.0, 0), (24.999, 0), (25.0, 1), (49.9, 1), (50.0, 2), (74.9, 2), (75.0, 3), (99.9, 3), (100.0, 4),
-     (-1.0, 0), (100.5, 4)],
+    [
+        (0.0, 0),
+        (24.999, 0),
+        (25.0, 1),
+        (49.9, 1),
+        (50.0, 2),
+        (74.9, 2),
+        (75.0, 3),
+        (99.9, 3),
+        (100.0, 4),
+        (-1.0, 0),
+        (100.5, 4),
+    ],
 )
 def test_load_bucket_edges(util: float, bucket: int) -> None:
     assert load_bucket(util) == bucket
@@ -292,8 +317,9 @@ def test_real_exporter_is_scraped_by_prometheus(prometheus_binary: Path, tmp_pat
         server = start_prometheus([f"127.0.0.1:{port}"], tmp_path)
         try:
             resource = PrometheusResource(url=server.url)
-            load = wait_for("HOST_CPU_UTIL from the real exporter",
-                            lambda: resource.current_load(["HOST_CPU_UTIL", "HOST_LOAD_1M"]))
+            load = wait_for(
+                "HOST_CPU_UTIL from the real exporter", lambda: resource.current_load(["HOST_CPU_UTIL", "HOST_LOAD_1M"])
+            )
             assert 0.0 <= load["HOST_CPU_UTIL"] <= 100.0 and load["HOST_LOAD_1M"] >= 0.0
             [series] = resource.query("HOST_CPU_UTIL")
             assert series["metric"]["device"] == "cpu"

@@ -6,11 +6,11 @@ import onnx
 import pytest
 
 from hase_dagster.analysis.analyze import analyze_model
-from hase_dagster.orchestration.cli import main
-from hase_dagster.core.errors import ModelLoadError
 from hase_dagster.analysis.kernel_models import write_kernel_model
 from hase_dagster.core.config import TimingOptions
+from hase_dagster.core.errors import ModelLoadError
 from hase_dagster.measure.runner import ModelRunner, summarize, time_model
+from hase_dagster.orchestration.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,9 @@ def test_warmup_off_is_recorded(relu_like_kernel: Path) -> None:
 
 
 def test_loop_stops_at_precision_target(relu_like_kernel: Path) -> None:
-    loose = time_model(relu_like_kernel, "cpu", TimingOptions(warmup=2, min_loops=5, max_loops=500, min_seconds=0, target_rel_ci=0.5))
+    loose = time_model(
+        relu_like_kernel, "cpu", TimingOptions(warmup=2, min_loops=5, max_loops=500, min_seconds=0, target_rel_ci=0.5)
+    )
     assert 5 <= loose.n < 500 and loose.rel_ci <= 0.5
 
 
@@ -58,12 +60,17 @@ def test_device_clock_is_refused_off_cuda(relu_like_kernel: Path) -> None:
 
 
 def test_loop_budget_is_wall_time(relu_like_kernel: Path) -> None:
-    timing = time_model(relu_like_kernel, "cpu", TimingOptions(warmup=0, min_loops=1, max_loops=100_000, min_seconds=0.05,
-                                                              max_seconds=0.05, target_rel_ci=1e-9))
+    timing = time_model(
+        relu_like_kernel,
+        "cpu",
+        TimingOptions(warmup=0, min_loops=1, max_loops=100_000, min_seconds=0.05, max_seconds=0.05, target_rel_ci=1e-9),
+    )
     assert 0.05 <= (timing.end_ns - timing.start_ns) / 1e9 < 1.0 and timing.n < 100_000
 
 
-@pytest.mark.skipif(not __import__("hase_dagster.core.ort_runtime", fromlist=["x"]).cuda_is_usable(), reason="needs a CUDA GPU")
+@pytest.mark.skipif(
+    not __import__("hase_dagster.core.ort_runtime", fromlist=["x"]).cuda_is_usable(), reason="needs a CUDA GPU"
+)
 def test_device_clock_agrees_with_the_host_clock_on_a_gpu(relu_like_kernel: Path) -> None:
     config = dict(warmup=5, min_loops=30, max_loops=30, min_seconds=0)
     device = time_model(relu_like_kernel, "cuda", TimingOptions(**config, clock="device"))

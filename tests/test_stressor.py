@@ -11,8 +11,8 @@ import dagster as dg
 import psutil
 import pytest
 
-from hase_dagster.core.errors import HaseError
 from hase_dagster.core.config import TelemetryOptions
+from hase_dagster.core.errors import HaseError
 from hase_dagster.measure.stressor import Stressor
 from hase_dagster.measure.telemetry import HostMetrics
 from resources.stressor import StressorResource

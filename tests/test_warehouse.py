@@ -60,7 +60,9 @@ def test_merged_exports_replace_rows_measured_again_and_keep_the_rest(tmp_path: 
     # A later session re-measures one row and adds another model in a slice the first one had.
     second = export("b", [("r18", 64, 0.0, 4.1), ("nas", 16, 0.0, 8.0)])
     assert merge_exports([first, second], tmp_path / "out") == {"model_benchmarks": 4}
-    merged = pd.read_parquet(tmp_path / "out" / "model_benchmarks.parquet").sort_values(["variant_id", "batch_size", "stress_level"])
+    merged = pd.read_parquet(tmp_path / "out" / "model_benchmarks.parquet").sort_values(
+        ["variant_id", "batch_size", "stress_level"]
+    )
     assert merged["mean_ms"].tolist() == [8.0, 1.0, 2.0, 4.1]
     with pytest.raises(ValueError, match="holds an exported table"):
         merge_exports([tmp_path / "nothing"], tmp_path / "out2")

@@ -13,14 +13,14 @@ import networkx as nx
 import onnx
 
 from hase_dagster.analysis.catalog import Kernel, build_catalog, catalog_document, load_catalog
-from hase_dagster.core.config import OrtOptions
 from hase_dagster.analysis.fusion import FusionMap, map_fusions
 from hase_dagster.analysis.fusion_reuse import batch_one_twin, map_fusions_reusing
 from hase_dagster.analysis.graph import OptimizedGraph, optimize_and_profile
 from hase_dagster.analysis.kernel_models import write_kernel_model
 from hase_dagster.analysis.model_dag import build_dag
-from hase_dagster.core.ort_runtime import EpName, load_onnx
 from hase_dagster.analysis.zoo import ModelVariant
+from hase_dagster.core.config import OrtOptions
+from hase_dagster.core.ort_runtime import EpName, load_onnx
 
 
 @dataclass

@@ -10,15 +10,35 @@ from collections.abc import Sequence
 from math import prod
 from typing import Any
 
-from hase_dagster.core.dtypes import element_bytes
 from hase_dagster.analysis.graph import TensorInfo
+from hase_dagster.core.dtypes import element_bytes
 
 # FLOPs per output element of element-wise and normalisation ops (rough but consistent).
 PER_ELEMENT = {
-    "Relu": 1, "Clip": 1, "Add": 1, "Sub": 1, "Mul": 1, "Div": 1, "Sum": 1, "Sigmoid": 4,
-    "Tanh": 4, "Erf": 4, "Sqrt": 1, "Pow": 1, "Exp": 1, "HardSigmoid": 2, "HardSwish": 3,
-    "Gelu": 8, "FastGelu": 8, "BiasGelu": 9, "QuickGelu": 5, "Softmax": 5, "LayerNormalization": 8,
-    "SkipLayerNormalization": 9, "SimplifiedLayerNormalization": 6, "BatchNormalization": 2,
+    "Relu": 1,
+    "Clip": 1,
+    "Add": 1,
+    "Sub": 1,
+    "Mul": 1,
+    "Div": 1,
+    "Sum": 1,
+    "Sigmoid": 4,
+    "Tanh": 4,
+    "Erf": 4,
+    "Sqrt": 1,
+    "Pow": 1,
+    "Exp": 1,
+    "HardSigmoid": 2,
+    "HardSwish": 3,
+    "Gelu": 8,
+    "FastGelu": 8,
+    "BiasGelu": 9,
+    "QuickGelu": 5,
+    "Softmax": 5,
+    "LayerNormalization": 8,
+    "SkipLayerNormalization": 9,
+    "SimplifiedLayerNormalization": 6,
+    "BatchNormalization": 2,
 }
 ACTIVATION_FLOPS = {"Relu": 1, "Clip": 1, "Sigmoid": 4, "Tanh": 4, "LeakyRelu": 2, "HardSigmoid": 2}
 

@@ -22,8 +22,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
-from hase_dagster.core.config import OrtOptions
 from hase_dagster.analysis.graph import OptimizedGraph, OptimizedNode, name_all_nodes
+from hase_dagster.core.config import OrtOptions
 from hase_dagster.core.ort_runtime import EpName, make_session, quick_search, random_inputs
 
 # Ops that compute nothing at inference time: absorbed, but left out of family names.
@@ -317,7 +317,9 @@ def _adopt_names(twin: onnx.ModelProto, real: onnx.ModelProto) -> bool:
         return False
     renames: dict[str, str] = {}
     for twin_node, real_node in zip(twin.graph.node, real.graph.node):
-        for old, new in zip(list(twin_node.input) + list(twin_node.output), list(real_node.input) + list(real_node.output)):
+        for old, new in zip(
+            list(twin_node.input) + list(twin_node.output), list(real_node.input) + list(real_node.output)
+        ):
             if renames.setdefault(old, new) != new:
                 return False
     for twin_node, real_node in zip(twin.graph.node, real.graph.node):
@@ -343,7 +345,9 @@ def _fingerprint_twin(
         return model, optimized_model
     with tempfile.TemporaryDirectory() as tmp:
         twin_optimized_path = Path(tmp) / "twin.onnx"
-        make_session(twin.SerializeToString(), optimized.ep, options, level="all", optimized_model_path=twin_optimized_path)
+        make_session(
+            twin.SerializeToString(), optimized.ep, options, level="all", optimized_model_path=twin_optimized_path
+        )
         twin_optimized = onnx.load(str(twin_optimized_path))
     if _adopt_names(twin_optimized, optimized_model):
         return twin, twin_optimized
@@ -391,11 +395,7 @@ def map_fusions(
         absorbed[node.name] = [original.op(i) for i in sorted(region)]
     _attach_renamed_singletons(optimized.nodes, absorbed, original, claimed)
     compute_nodes = set(range(len(original.nodes))) - original.folded
-    unmapped = [
-        original.op(i)
-        for i in sorted(compute_nodes - claimed)
-        if original.nodes[i].op_type not in NO_OP_TYPES
-    ]
+    unmapped = [original.op(i) for i in sorted(compute_nodes - claimed) if original.nodes[i].op_type not in NO_OP_TYPES]
     return FusionMap(
         absorbed=absorbed,
         folded=[original.op(i) for i in sorted(original.folded)],

@@ -18,11 +18,11 @@ from typing import Literal
 
 import onnx
 
-from hase_dagster.core.config import OrtOptions
 from hase_dagster.analysis.fusion import FusionMap, map_fusions
 from hase_dagster.analysis.graph import OptimizedGraph, name_all_nodes, optimize_and_profile
-from hase_dagster.core.ort_runtime import EpName
 from hase_dagster.analysis.zoo import ModelVariant, export_variant
+from hase_dagster.core.config import OrtOptions
+from hase_dagster.core.ort_runtime import EpName
 
 # Bump when map_fusions changes what it returns: older cached maps are then ignored.
 FUSION_MAP_VERSION = 1

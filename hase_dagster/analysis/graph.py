@@ -19,8 +19,8 @@ from typing import Any
 import onnx
 from onnx import helper
 
-from hase_dagster.core.dtypes import ort_name_of_onnx_type
 from hase_dagster.core.config import OrtOptions
+from hase_dagster.core.dtypes import ort_name_of_onnx_type
 from hase_dagster.core.ort_runtime import EpName, load_onnx, make_session, quick_search, random_inputs
 
 PROFILE_RUNS = 3
@@ -104,7 +104,9 @@ class OptimizedGraph:
         document = json.loads(Path(path).read_text())
         tensor = lambda t: TensorInfo(t["name"], t["dtype"], tuple(t["shape"]))  # noqa: E731
         nodes = [
-            OptimizedNode(**{**n, "inputs": [tensor(t) for t in n["inputs"]], "outputs": [tensor(t) for t in n["outputs"]]})
+            OptimizedNode(
+                **{**n, "inputs": [tensor(t) for t in n["inputs"]], "outputs": [tensor(t) for t in n["outputs"]]}
+            )
             for n in document["nodes"]
         ]
         return cls(
@@ -223,7 +225,9 @@ def optimize_and_profile(
     onnx.save(model, str(optimized_path))
     with tempfile.TemporaryDirectory() as tmp:
         # Shapes and node order are wanted here, not speed: no exhaustive cuDNN search.
-        session = make_session(optimized_path, ep, quick_search(options), level="disable", profile_prefix=Path(tmp) / "p")
+        session = make_session(
+            optimized_path, ep, quick_search(options), level="disable", profile_prefix=Path(tmp) / "p"
+        )
         feeds = random_inputs(session)
         for _ in range(PROFILE_RUNS):
             session.run(None, feeds)
@@ -231,7 +235,9 @@ def optimize_and_profile(
         profile = read_profile(profile_file)
         overlap = profile_overlap(profile_file)
         graph_inputs = {
-            arg.name: TensorInfo(arg.name, arg.type.removeprefix("tensor(").removesuffix(")"), tuple(feeds[arg.name].shape))
+            arg.name: TensorInfo(
+                arg.name, arg.type.removeprefix("tensor(").removesuffix(")"), tuple(feeds[arg.name].shape)
+            )
             for arg in session.get_inputs()
         }
     return OptimizedGraph(
@@ -263,7 +269,6 @@ def _tensor_table(
             for name, (dtype, shape) in zip(outputs, seen["outputs"]):
                 table[name] = TensorInfo(name, dtype, shape)
     return table
-
 
 
 def _nodes_with_shapes(

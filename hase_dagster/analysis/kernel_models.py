@@ -15,13 +15,11 @@ import onnx
 from onnx import helper
 
 from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.analysis.graph import TensorInfo
 from hase_dagster.core.config import OrtOptions
 from hase_dagster.core.dtypes import element_type
 from hase_dagster.core.errors import ModelLoadError
-from hase_dagster.analysis.graph import TensorInfo
 from hase_dagster.core.ort_runtime import MAX_IR_VERSION, EpName, make_session, quick_search, random_inputs
-
-
 
 # Dummy inputs are saved up to this size; larger ones (a batch-128 convolution reads GBs) are drawn
 # again at run time, or the kernel files of one batch size would outgrow the disk.
@@ -100,7 +98,7 @@ def write_kernel_model(
             partial.unlink(missing_ok=True)
             raise ModelLoadError(f"kernel model {path.name} ({kernel.family}) does not run: {exc}") from exc
         if sum(value.nbytes for value in feeds.values()) <= SAVED_INPUT_BYTES:
-            np.savez(inputs_path(partial), **feeds)
+            np.savez(inputs_path(partial), **feeds)  # type: ignore[arg-type]  # numpy stubs read **kwds as allow_pickle
             inputs_path(partial).replace(inputs_path(path))
         partial.replace(path)
     return path

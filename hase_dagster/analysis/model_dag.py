@@ -64,7 +64,8 @@ def critical_path(dag: nx.DiGraph, latency: Callable[[str], float]) -> tuple[flo
     if not best:
         return 0.0, []
     end = max(best, key=lambda n: best[n][0])
-    path, cursor = [], end
+    path: list[str] = []
+    cursor: str | None = end
     while cursor is not None:
         path.append(cursor)
         cursor = best[cursor][1]

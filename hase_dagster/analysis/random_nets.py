@@ -68,27 +68,39 @@ def draw_spec(seed: int) -> NetworkSpec:
     stages = int(rng.integers(3, 6))
     width = stem
     blocks: list[BlockSpec] = []
-    for stage in range(stages):
+    for _ in range(stages):
         width = min(_width(rng, int(width * 1.2) + 8, int(width * 2.2) + 8), 320)
         for index in range(int(rng.integers(1, 5))):
             stride = 2 if index == 0 else 1
             kind = str(rng.choice(BLOCK_TYPES, p=[0.4, 0.25, 0.15, 0.2]))
             kernel = int(rng.choice([3, 5, 7])) if kind == "inverted_residual" else int(rng.choice([1, 3, 3, 5]))
             groups = int(rng.choice([g for g in (1, 1, 4, 8, 16) if width % g == 0])) if kind == "residual" else 1
-            blocks.append(BlockSpec(
-                kind=kind, width=width, stride=stride, kernel=kernel,
-                expand=int(rng.choice([1, 3, 4, 6])) if kind in ("inverted_residual", "fused_mbconv") else 1,
-                se=bool(rng.random() < 0.4) and kind in ("inverted_residual", "residual"), groups=groups,
-                branches=tuple(int(k) for k in rng.choice([0, 1, 3, 5, 7], size=int(rng.integers(2, 5)), replace=False))
-                if kind == "concat" else (),
-            ))
+            blocks.append(
+                BlockSpec(
+                    kind=kind,
+                    width=width,
+                    stride=stride,
+                    kernel=kernel,
+                    expand=int(rng.choice([1, 3, 4, 6])) if kind in ("inverted_residual", "fused_mbconv") else 1,
+                    se=bool(rng.random() < 0.4) and kind in ("inverted_residual", "residual"),
+                    groups=groups,
+                    branches=tuple(
+                        int(k) for k in rng.choice([0, 1, 3, 5, 7], size=int(rng.integers(2, 5)), replace=False)
+                    )
+                    if kind == "concat"
+                    else (),
+                )
+            )
     layers = int(rng.integers(1, 3)) if rng.random() < 0.25 else 0
     heads = int(rng.choice([h for h in (2, 4, 8) if width % h == 0])) if layers else 0
     traits = {
-        "block_types": sorted({b.kind for b in blocks}), "depthwise_kernels": sorted({b.kernel for b in blocks
-                                                                                      if b.kind == "inverted_residual"}),
-        "se": any(b.se for b in blocks), "concat": any(b.kind == "concat" for b in blocks),
-        "grouped": any(b.groups > 1 for b in blocks), "transformer": layers > 0, "blocks": len(blocks),
+        "block_types": sorted({b.kind for b in blocks}),
+        "depthwise_kernels": sorted({b.kernel for b in blocks if b.kind == "inverted_residual"}),
+        "se": any(b.se for b in blocks),
+        "concat": any(b.kind == "concat" for b in blocks),
+        "grouped": any(b.groups > 1 for b in blocks),
+        "transformer": layers > 0,
+        "blocks": len(blocks),
         "widths": [stem, *[b.width for b in blocks]],
     }
     return NetworkSpec(seed, stem, activation, tuple(blocks), layers, heads, traits)
@@ -103,19 +115,27 @@ def build_random_network(seed: int, num_classes: int = 1000) -> Any:  # -> torch
 
     def act() -> nn.Module:
         return {"relu": nn.ReLU, "relu6": nn.ReLU6, "silu": nn.SiLU, "gelu": nn.GELU, "hardswish": nn.Hardswish}[
-            spec.activation]()
+            spec.activation
+        ]()
 
     def conv(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, activation: bool = True) -> nn.Sequential:
-        layers: list[nn.Module] = [nn.Conv2d(c_in, c_out, k, stride, k // 2, groups=groups, bias=False),
-                                   nn.BatchNorm2d(c_out)]
+        layers: list[nn.Module] = [
+            nn.Conv2d(c_in, c_out, k, stride, k // 2, groups=groups, bias=False),
+            nn.BatchNorm2d(c_out),
+        ]
         return nn.Sequential(*layers, act()) if activation else nn.Sequential(*layers)
 
     class SqueezeExcite(nn.Module):
         def __init__(self, channels: int) -> None:
             super().__init__()
             hidden = max(8, channels // 4)
-            self.gate = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Conv2d(channels, hidden, 1), nn.ReLU(),
-                                      nn.Conv2d(hidden, channels, 1), nn.Sigmoid())
+            self.gate = nn.Sequential(
+                nn.AdaptiveAvgPool2d(1),
+                nn.Conv2d(channels, hidden, 1),
+                nn.ReLU(),
+                nn.Conv2d(hidden, channels, 1),
+                nn.Sigmoid(),
+            )
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return x * self.gate(x)
@@ -124,23 +144,30 @@ def build_random_network(seed: int, num_classes: int = 1000) -> Any:  # -> torch
         def __init__(self, c_in: int, b: BlockSpec) -> None:
             super().__init__()
             self.residual = b.stride == 1 and c_in == b.width and b.kind != "concat"
+            layers: list[nn.Module]
             if b.kind == "inverted_residual":
                 hidden = c_in * b.expand
-                layers = ([conv(c_in, hidden, 1)] if b.expand > 1 else []) + [conv(hidden, hidden, b.kernel, b.stride, hidden)]
+                layers = [conv(c_in, hidden, 1)] if b.expand > 1 else []
+                layers.append(conv(hidden, hidden, b.kernel, b.stride, hidden))
                 layers += ([SqueezeExcite(hidden)] if b.se else []) + [conv(hidden, b.width, 1, activation=False)]
             elif b.kind == "fused_mbconv":
                 hidden = c_in * b.expand
                 layers = [conv(c_in, hidden, 3, b.stride), conv(hidden, b.width, 1, activation=False)]
             elif b.kind == "residual":
-                layers = [conv(c_in, b.width, 3, b.stride, b.groups if c_in % b.groups == 0 else 1),
-                          conv(b.width, b.width, b.kernel, 1, b.groups, activation=False)]
+                layers = [
+                    conv(c_in, b.width, 3, b.stride, b.groups if c_in % b.groups == 0 else 1),
+                    conv(b.width, b.width, b.kernel, 1, b.groups, activation=False),
+                ]
                 layers += [SqueezeExcite(b.width)] if b.se else []
             else:  # concat: parallel branches (0 = max pool + 1x1), widths summing to b.width
                 share = [b.width // len(b.branches) // 8 * 8 or 8 for _ in b.branches]
                 share[0] += b.width - sum(share)
                 self.branches = nn.ModuleList(
-                    nn.Sequential(nn.MaxPool2d(3, b.stride, 1), conv(c_in, w, 1)) if k == 0 else conv(c_in, w, k, b.stride)
-                    for k, w in zip(b.branches, share))
+                    nn.Sequential(nn.MaxPool2d(3, b.stride, 1), conv(c_in, w, 1))
+                    if k == 0
+                    else conv(c_in, w, k, b.stride)
+                    for k, w in zip(b.branches, share)
+                )
                 layers = []
             self.body = nn.Sequential(*layers)
             self.kind = b.kind
@@ -154,8 +181,9 @@ def build_random_network(seed: int, num_classes: int = 1000) -> Any:  # -> torch
     class Tokens(nn.Module):
         def __init__(self, width: int) -> None:
             super().__init__()
-            layer = nn.TransformerEncoderLayer(width, spec.transformer_heads, 2 * width, activation="gelu",
-                                               batch_first=True)
+            layer = nn.TransformerEncoderLayer(
+                width, spec.transformer_heads, 2 * width, activation="gelu", batch_first=True
+            )
             self.encoder = nn.TransformerEncoder(layer, spec.transformer_layers, enable_nested_tensor=False)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:

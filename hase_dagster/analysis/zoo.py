@@ -50,7 +50,7 @@ def variants(profile: Profile, batch_size: int) -> list[ModelVariant]:
     """Every zoo model x input size (sequence length for transformers) of ``profile`` at one batch size."""
     if batch_size <= 0:
         raise HaseError(f"batch size must be a positive integer, got {batch_size}")
-    out = []
+    out: list[ModelVariant] = []
     for model in profile.models:
         sizes = profile.sequence_lengths if model.kind == "transformer_encoder" else profile.input_sizes
         out.extend(ModelVariant(model, size, batch_size) for size in sizes)
@@ -150,7 +150,9 @@ def export_variant(
     )
 
 
-def validate_onnx(path: str | os.PathLike[str], ep: EpName = "cpu") -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+def validate_onnx(
+    path: str | os.PathLike[str], ep: EpName = "cpu"
+) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
     """Run ``path`` once on ``ep``; return its input and output shapes. (On the GPU profile the
     GPU validates: a batch-128 ResNet-50 at 512 px takes seconds on the host's CPU.)"""
     onnx.checker.check_model(str(path))

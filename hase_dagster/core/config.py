@@ -13,13 +13,15 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from hase_dagster.core.metrics import ALL_FIELDS
 from hase_dagster.core.errors import ConfigError
+from hase_dagster.core.metrics import ALL_FIELDS
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "hase.yaml"
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / ".hase_data"
 
 PositiveInt = Annotated[int, Field(gt=0)]
+# The execution providers Hase analyses and measures on, by short name.
+EpName = Literal["cpu", "cuda"]
 
 
 class _Strict(BaseModel):
@@ -28,13 +30,24 @@ class _Strict(BaseModel):
 
 # Families for leave-one-family-out evaluation, by torchvision name prefix (longest prefix wins).
 FAMILY_BY_PREFIX: dict[str, str] = {
-    "resnet": "residual_cnn", "resnext": "residual_cnn", "wide_resnet": "residual_cnn", "regnet": "residual_cnn",
+    "resnet": "residual_cnn",
+    "resnext": "residual_cnn",
+    "wide_resnet": "residual_cnn",
+    "regnet": "residual_cnn",
     "convnext": "residual_cnn",
-    "mobilenet": "mobile", "mnasnet": "mobile", "efficientnet": "mobile", "shufflenet": "mobile",
-    "densenet": "dense_concat", "googlenet": "dense_concat", "inception": "dense_concat",
+    "mobilenet": "mobile",
+    "mnasnet": "mobile",
+    "efficientnet": "mobile",
+    "shufflenet": "mobile",
+    "densenet": "dense_concat",
+    "googlenet": "dense_concat",
+    "inception": "dense_concat",
     "squeezenet": "dense_concat",
-    "vgg": "plain_cnn", "alexnet": "plain_cnn",
-    "vit": "vision_transformer", "swin": "vision_transformer", "maxvit": "vision_transformer",
+    "vgg": "plain_cnn",
+    "alexnet": "plain_cnn",
+    "vit": "vision_transformer",
+    "swin": "vision_transformer",
+    "maxvit": "vision_transformer",
 }
 FAMILY_BY_KIND = {"transformer_encoder": "text_transformer", "random_nas": "random_nas"}
 
@@ -109,9 +122,17 @@ class TelemetryOptions(_Strict):
 
     fields: list[str] = Field(
         default=[
-            "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_SM_CLOCK",
-            "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_SM_OCCUPANCY",
-            "DCGM_FI_PROF_DRAM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "HOST_CPU_UTIL", "HOST_LOAD_1M",
+            "DCGM_FI_DEV_GPU_UTIL",
+            "DCGM_FI_DEV_MEM_COPY_UTIL",
+            "DCGM_FI_DEV_FB_USED",
+            "DCGM_FI_DEV_SM_CLOCK",
+            "DCGM_FI_DEV_POWER_USAGE",
+            "DCGM_FI_PROF_SM_ACTIVE",
+            "DCGM_FI_PROF_SM_OCCUPANCY",
+            "DCGM_FI_PROF_DRAM_ACTIVE",
+            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+            "HOST_CPU_UTIL",
+            "HOST_LOAD_1M",
         ]
     )
     interval_s: Annotated[float, Field(gt=0, le=10)] = 0.1
@@ -158,7 +179,7 @@ class Profile(_Strict):
         return self
 
     @property
-    def execution_provider(self) -> str:
+    def execution_provider(self) -> EpName:
         """The short EP name this profile asks for: ``cpu`` or ``cuda``."""
         return self.device
 
@@ -178,9 +199,7 @@ class HaseConfig(_Strict):
     @model_validator(mode="after")
     def _default_exists(self) -> HaseConfig:
         if self.default_profile != "auto" and self.default_profile not in self.profiles:
-            raise ValueError(
-                f"default_profile {self.default_profile!r} is not one of {sorted(self.profiles)}"
-            )
+            raise ValueError(f"default_profile {self.default_profile!r} is not one of {sorted(self.profiles)}")
         return self
 
 

@@ -16,11 +16,10 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
-from hase_dagster.core.config import OrtOptions
+from hase_dagster.core.config import EpName, OrtOptions
 from hase_dagster.core.dtypes import element_type
 from hase_dagster.core.errors import ExecutionProviderUnavailableError, ModelLoadError
 
-EpName = Literal["cpu", "cuda"]
 PROVIDER_BY_EP: dict[str, str] = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider"}
 OptimizationLevel = Literal["disable", "basic", "extended", "all"]
 _LEVELS = {
@@ -56,7 +55,7 @@ def _providers(
 ) -> list[str | tuple[str, dict[str, str]]]:
     if ep == "cuda":
         _preload_cuda_libraries()
-        cuda_options = {"cudnn_conv_algo_search": options.cudnn_conv_algo_search}
+        cuda_options: dict[str, str] = {"cudnn_conv_algo_search": options.cudnn_conv_algo_search}
         if exact:
             cuda_options["use_tf32"] = "0"  # full fp32 products: values comparable across graphs
         if compute_stream is not None:
@@ -99,7 +98,9 @@ def make_session(
     source = model if isinstance(model, bytes) else str(model)
     name = "<in-memory model>" if isinstance(model, bytes) else str(model)
     try:
-        session = ort.InferenceSession(source, session_options, providers=_providers(ep, options, exact, compute_stream))
+        session = ort.InferenceSession(
+            source, session_options, providers=_providers(ep, options, exact, compute_stream)
+        )
     except Exception as exc:  # ORT raises several unrelated exception types
         raise ModelLoadError(f"ONNX Runtime cannot load {name}: {exc}") from exc
     wanted = PROVIDER_BY_EP[ep]
@@ -119,7 +120,9 @@ def cuda_is_usable() -> bool:
     node = helper.make_node("Relu", ["x"], ["y"])
     tensor = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
     out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
-    model = helper.make_model(helper.make_graph([node], "probe", [tensor], [out]), opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(
+        helper.make_graph([node], "probe", [tensor], [out]), opset_imports=[helper.make_opsetid("", 17)]
+    )
     model.ir_version = MAX_IR_VERSION
     try:
         make_session(model.SerializeToString(), "cuda")
@@ -145,8 +148,6 @@ def device_name(ep: EpName) -> str:
             if line.startswith("model name"):
                 return line.split(":", 1)[1].strip()
     return "cpu"
-
-
 
 
 def random_inputs(session: ort.InferenceSession, seed: int = 0) -> dict[str, np.ndarray]:

@@ -15,6 +15,7 @@ Every estimator predicts log(ms) from the feature matrix and saves itself into a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,8 +71,12 @@ class FeatureLayout:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FeatureLayout:
-        return cls({k: int(v) for k, v in data["columns"].items()}, int(data["n_numeric"]), list(data["families"]),
-                   list(data["ops"]))
+        return cls(
+            {k: int(v) for k, v in data["columns"].items()},
+            int(data["n_numeric"]),
+            list(data["families"]),
+            list(data["ops"]),
+        )
 
 
 class FlopsBaseline:
@@ -114,8 +119,12 @@ class FlopsBaseline:
         return np.clip(out, *self.target_range)
 
     def save(self, folder: Path, stem: str) -> dict[str, Any]:
-        return {"kind": self.kind, "global_fit": _floats(self.global_fit), "target_range": list(self.target_range),
-                "per_family": {str(f): _floats(c) for f, c in self.per_family.items()}}
+        return {
+            "kind": self.kind,
+            "global_fit": _floats(self.global_fit),
+            "target_range": list(self.target_range),
+            "per_family": {str(f): _floats(c) for f, c in self.per_family.items()},
+        }
 
     @classmethod
     def load(cls, layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> FlopsBaseline:
@@ -174,7 +183,7 @@ class Forest:
 
     def save(self, folder: Path, stem: str) -> dict[str, Any]:
         name = f"{stem}.forest.npz"
-        np.savez_compressed(folder / name, **self.arrays)
+        np.savez_compressed(folder / name, **self.arrays)  # type: ignore[arg-type]  # stubs read **kwds as allow_pickle
         return {"kind": self.kind, "file": name}
 
     @classmethod
@@ -197,8 +206,15 @@ class Boosted:
     def fit(self, x: np.ndarray, y: np.ndarray) -> Boosted:
         from xgboost import XGBRegressor
 
-        model = XGBRegressor(n_estimators=self.n_estimators, max_depth=5, learning_rate=0.03, subsample=0.8,
-                             colsample_bytree=0.8, n_jobs=-1, random_state=0)
+        model = XGBRegressor(
+            n_estimators=self.n_estimators,
+            max_depth=5,
+            learning_rate=0.03,
+            subsample=0.8,
+            colsample_bytree=0.8,
+            n_jobs=-1,
+            random_state=0,
+        )
         model.fit(x, y)
         self.booster = model.get_booster()
         return self
@@ -228,11 +244,37 @@ OP_GROUPS: dict[str, tuple[str, ...]] = {
     "conv": ("Conv", "FusedConv", "ConvTranspose", "NhwcConv", "NhwcFusedConv", "QLinearConv"),
     "matmul": ("MatMul", "Gemm", "FusedMatMul", "FusedGemm", "MatMulInteger", "Attention", "MultiHeadAttention"),
     "pool": ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LpPool"),
-    "normalization": ("LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization",
-                      "BatchNormalization", "InstanceNormalization", "GroupNorm", "Softmax", "LogSoftmax"),
-    "movement": ("Transpose", "Concat", "Split", "Slice", "Gather", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
-                 "Identity", "Expand", "Tile", "Pad", "Resize", "ReorderInput", "ReorderOutput", "MemcpyFromHost",
-                 "MemcpyToHost", "Cast"),
+    "normalization": (
+        "LayerNormalization",
+        "SkipLayerNormalization",
+        "SimplifiedLayerNormalization",
+        "BatchNormalization",
+        "InstanceNormalization",
+        "GroupNorm",
+        "Softmax",
+        "LogSoftmax",
+    ),
+    "movement": (
+        "Transpose",
+        "Concat",
+        "Split",
+        "Slice",
+        "Gather",
+        "Reshape",
+        "Flatten",
+        "Squeeze",
+        "Unsqueeze",
+        "Identity",
+        "Expand",
+        "Tile",
+        "Pad",
+        "Resize",
+        "ReorderInput",
+        "ReorderOutput",
+        "MemcpyFromHost",
+        "MemcpyToHost",
+        "Cast",
+    ),
 }
 _GROUP_OF = {op: group for group, ops in OP_GROUPS.items() for op in ops}
 
@@ -249,7 +291,8 @@ class RooflineResidual:
     c: inverse bandwidth over input, output and weight bytes), with a, b, c >= 0 fitted on relative
     errors over all idle rows. Each op class (the op type, grouped convolutions apart) then fits its
     own floor and one efficiency factor on (b, c), per op group (:data:`OP_GROUPS`) for classes too
-    small or never seen, and the global fit serves groups never seen. Correction: XGBoost on ``log(measured) - log(base)`` with the
+    small or never seen, and the global fit serves groups never seen. Correction: XGBoost on
+    ``log(measured) - log(base)`` with the
     usual features plus log(base).
     """
 
@@ -269,8 +312,10 @@ class RooflineResidual:
 
     def _design(self, x: np.ndarray) -> np.ndarray:
         gflop = np.expm1(self.layout.column(x, "log_flops")) / 1e9
-        megabytes = sum(np.expm1(self.layout.column(x, c)) for c in ("log_input_bytes", "log_output_bytes",
-                                                                      "log_weight_bytes")) / 1e6
+        megabytes = (
+            sum(np.expm1(self.layout.column(x, c)) for c in ("log_input_bytes", "log_output_bytes", "log_weight_bytes"))
+            / 1e6
+        )
         return np.column_stack([np.ones(len(x)), gflop, megabytes])
 
     @staticmethod
@@ -324,10 +369,13 @@ class RooflineResidual:
         return base + self.residual.predict(np.column_stack([x, base]))
 
     def save(self, folder: Path, stem: str) -> dict[str, Any]:
-        return {"kind": self.kind, "global_fit": _floats(self.global_fit),
-                "per_class": {k: _floats(v) for k, v in self.per_class.items()},
-                "per_group": {k: _floats(v) for k, v in self.per_group.items()},
-                "residual": self.residual.save(folder, f"{stem}.residual")}
+        return {
+            "kind": self.kind,
+            "global_fit": _floats(self.global_fit),
+            "per_class": {k: _floats(v) for k, v in self.per_class.items()},
+            "per_group": {k: _floats(v) for k, v in self.per_group.items()},
+            "residual": self.residual.save(folder, f"{stem}.residual"),
+        }
 
     @classmethod
     def load(cls, layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> RooflineResidual:
@@ -357,12 +405,16 @@ def make_estimator(kind: str, layout: FeatureLayout) -> Estimator:
 
 def load_estimator(layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> Estimator:
     """The estimator described by a saved ``entry`` (``kind`` plus its data or file name)."""
-    loaders = {"flops_baseline": FlopsBaseline.load, "random_forest": Forest.load, "xgboost": Boosted.load,
-               "roofline_xgboost": RooflineResidual.load}
-    kind = entry.get("kind")
+    loaders: dict[str, Callable[[FeatureLayout, dict[str, Any], Path], Estimator]] = {
+        "flops_baseline": FlopsBaseline.load,
+        "random_forest": Forest.load,
+        "xgboost": Boosted.load,
+        "roofline_xgboost": RooflineResidual.load,
+    }
+    kind = str(entry.get("kind"))
     if kind not in loaders:
         raise ValueError(f"unknown saved estimator kind {kind!r}")
-    return loaders[kind](layout, entry, folder)  # type: ignore[operator]
+    return loaders[kind](layout, entry, folder)
 
 
 def _floats(values: Any) -> list[float]:

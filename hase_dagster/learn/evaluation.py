@@ -20,9 +20,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hase_dagster.learn.training import Predictor, background_load, kernels_by_variant, measured_models, train_predictor
 from hase_dagster.learn.predict import predict_model
-from hase_dagster.learn.regressor import mape, within
+from hase_dagster.learn.training import Predictor, background_load, kernels_by_variant, measured_models, train_predictor
 from warehouse.store import Warehouse
 
 
@@ -75,14 +74,21 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
     kind = shipped.regressor.kind
     trained = models[~never_seen]
     by_architecture = {
-        a: train_predictor(store, ep, exclude_architectures={a}, kind=kind) for a in sorted(trained["architecture"].unique())
+        a: train_predictor(store, ep, exclude_architectures={a}, kind=kind)
+        for a in sorted(trained["architecture"].unique())
     }
     # Leave one family out only where another family remains to learn from.
     families = sorted(trained["family"].unique())
-    by_family = {
-        f: train_predictor(store, ep, exclude_architectures=set(trained.loc[trained["family"] == f, "architecture"]), kind=kind)
-        for f in families
-    } if len(families) > 1 else {}
+    by_family = (
+        {
+            f: train_predictor(
+                store, ep, exclude_architectures=set(trained.loc[trained["family"] == f, "architecture"]), kind=kind
+            )
+            for f in families
+        }
+        if len(families) > 1
+        else {}
+    )
     idle_sums = _idle_kernel_sums(store, ep)
     flops = {v: float(sum(k.flops for k in ks)) for v, ks in kernels.items()}
     rows = []
@@ -90,29 +96,54 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
     for row in models.to_dict("records"):
         load = background_load(row)
         variant, level = row["variant_id"], float(row["stress_level"])
-        others = trained[(trained["architecture"] != row["architecture"]) & (trained["stress_level"] == level)
-                         & (trained["batch_size"] == row["batch_size"])]
+        others = trained[
+            (trained["architecture"] != row["architecture"])
+            & (trained["stress_level"] == level)
+            & (trained["batch_size"] == row["batch_size"])
+        ]
         if others.empty:
             others = trained[(trained["architecture"] != row["architecture"]) & (trained["stress_level"] == level)]
-        per_flop = float(np.median(others["mean_ms"] / others["variant_id"].map(flops))) if len(others) else float("nan")
-        settings: list[tuple[str, Predictor]] = [("never_seen", shipped)] if row["held_out"] else [
-            ("trained_on_all", shipped), ("held_out_architecture", by_architecture[row["architecture"]])]
+        per_flop = (
+            float(np.median(others["mean_ms"] / others["variant_id"].map(flops))) if len(others) else float("nan")
+        )
+        settings: list[tuple[str, Predictor]] = (
+            [("never_seen", shipped)]
+            if row["held_out"]
+            else [("trained_on_all", shipped), ("held_out_architecture", by_architecture[row["architecture"]])]
+        )
         if not row["held_out"] and row["family"] in by_family:
             settings.append(("held_out_family", by_family[row["family"]]))
         for setting, predictor in settings:
-            prediction = predict_model(variant, kernels[variant], predictor.regressor, predictor.composition, load,
-                                       f"measured background at stress {level:.2f}", int(row["batch_size"]))
+            prediction = predict_model(
+                variant,
+                kernels[variant],
+                predictor.regressor,
+                predictor.composition,
+                load,
+                f"measured background at stress {level:.2f}",
+                int(row["batch_size"]),
+            )
             predictions[(setting, variant, level)] = prediction
-            rows.append({
-                "setting": setting, "variant_id": variant, "architecture": row["architecture"], "family": row["family"],
-                "input_size": int(row["input_size"]), "batch_size": int(row["batch_size"]), "stress_level": level,
-                "measured_mean_ms": row["mean_ms"], "measured_p90_ms": row["p90_ms"],
-                "predicted_mean_ms": prediction.predicted_ms, "predicted_p90_ms": prediction.p90_ms,
-                "critical_path_ms": prediction.critical_path_ms, "kernel_sum_ms": prediction.sequential_sum_ms,
-                "fallback_kernels": prediction.coverage["fallback"],
-                "flops_proportional_ms": per_flop * flops[variant],
-                "idle_kernel_sum_ms": float(idle_sums.get(variant, np.nan)),
-            })
+            rows.append(
+                {
+                    "setting": setting,
+                    "variant_id": variant,
+                    "architecture": row["architecture"],
+                    "family": row["family"],
+                    "input_size": int(row["input_size"]),
+                    "batch_size": int(row["batch_size"]),
+                    "stress_level": level,
+                    "measured_mean_ms": row["mean_ms"],
+                    "measured_p90_ms": row["p90_ms"],
+                    "predicted_mean_ms": prediction.predicted_ms,
+                    "predicted_p90_ms": prediction.p90_ms,
+                    "critical_path_ms": prediction.critical_path_ms,
+                    "kernel_sum_ms": prediction.sequential_sum_ms,
+                    "fallback_kernels": prediction.coverage["fallback"],
+                    "flops_proportional_ms": per_flop * flops[variant],
+                    "idle_kernel_sum_ms": float(idle_sums.get(variant, np.nan)),
+                }
+            )
     cases = pd.DataFrame(rows)
     cases["error_pct"] = (cases["predicted_mean_ms"] / cases["measured_mean_ms"] - 1) * 100
     cases["size"] = np.where(cases["measured_mean_ms"] < 2.0, "under_2ms", "2ms_and_more")
@@ -143,9 +174,14 @@ def error_measures(predicted: np.ndarray, measured: np.ndarray) -> dict[str, flo
         return {k: float("nan") for k in ("mape", "p50_abs", "p95_abs", "within_5", "within_10", "spearman")}
     error = np.abs(predicted / measured - 1) * 100
     spearman = float(spearmanr(predicted, measured).statistic) if len(measured) >= 3 else float("nan")
-    return {"mape": float(error.mean()), "p50_abs": float(np.percentile(error, 50)),
-            "p95_abs": float(np.percentile(error, 95)), "within_5": float((error <= 5).mean() * 100),
-            "within_10": float((error <= 10).mean() * 100), "spearman": spearman}
+    return {
+        "mape": float(error.mean()),
+        "p50_abs": float(np.percentile(error, 50)),
+        "p95_abs": float(np.percentile(error, 95)),
+        "within_5": float((error <= 5).mean() * 100),
+        "within_10": float((error <= 10).mean() * 100),
+        "spearman": spearman,
+    }
 
 
 def _scores(frame: pd.DataFrame, column: str, truth: str = "measured_mean_ms") -> dict[str, float]:
@@ -156,28 +192,51 @@ def _scores(frame: pd.DataFrame, column: str, truth: str = "measured_mean_ms") -
 def _summary(cases: pd.DataFrame, by: str = "stress_level") -> pd.DataFrame:
     """Per setting and ``by`` value (with an ``all`` row per setting): the error measures of the
     mean and of p90, and both baselines' MAPE on the mean. ``by`` may be ``batch_and_stress``."""
-    cases = cases.assign(batch_and_stress=cases["batch_size"].astype(str) + " @ " + cases["stress_level"].map("{:.2f}".format))
+    cases = cases.assign(
+        batch_and_stress=cases["batch_size"].astype(str) + " @ " + cases["stress_level"].map("{:.2f}".format)
+    )
     out = []
     for setting, by_setting in cases.groupby("setting", sort=False):
         for value, group in [*by_setting.groupby(by), ("all", by_setting)]:
             mean = _scores(group, "predicted_mean_ms")
             p90 = _scores(group, "predicted_p90_ms", "measured_p90_ms")
-            out.append({
-                "setting": setting, by: value, "cases": len(group),
-                "mean_mape_pct": mean["mape"], "mean_p50_abs_pct": mean["p50_abs"], "mean_p95_abs_pct": mean["p95_abs"],
-                "mean_within_5_pct": mean["within_5"], "mean_within_10_pct": mean["within_10"],
-                "mean_spearman": mean["spearman"],
-                "p90_mape_pct": p90["mape"], "p90_within_10_pct": p90["within_10"], "p90_spearman": p90["spearman"],
-                "flops_proportional_mape_pct": _scores(group, "flops_proportional_ms")["mape"],
-                "idle_kernel_sum_mape_pct": _scores(group, "idle_kernel_sum_ms")["mape"],
-            })
+            out.append(
+                {
+                    "setting": setting,
+                    by: value,
+                    "cases": len(group),
+                    "mean_mape_pct": mean["mape"],
+                    "mean_p50_abs_pct": mean["p50_abs"],
+                    "mean_p95_abs_pct": mean["p95_abs"],
+                    "mean_within_5_pct": mean["within_5"],
+                    "mean_within_10_pct": mean["within_10"],
+                    "mean_spearman": mean["spearman"],
+                    "p90_mape_pct": p90["mape"],
+                    "p90_within_10_pct": p90["within_10"],
+                    "p90_spearman": p90["spearman"],
+                    "flops_proportional_mape_pct": _scores(group, "flops_proportional_ms")["mape"],
+                    "idle_kernel_sum_mape_pct": _scores(group, "idle_kernel_sum_ms")["mape"],
+                }
+            )
     return pd.DataFrame(out)
 
 
 def _markdown(ep: str, cases: pd.DataFrame, summaries: dict[str, pd.DataFrame], worst: pd.DataFrame) -> str:
     table = lambda f: f.round(3).to_markdown(index=False) if len(f) else "_none_"  # noqa: E731
-    columns = ["setting", "variant_id", "family", "batch_size", "stress_level", "measured_mean_ms", "predicted_mean_ms",
-               "error_pct", "measured_p90_ms", "predicted_p90_ms", "critical_path_ms", "fallback_kernels"]
+    columns = [
+        "setting",
+        "variant_id",
+        "family",
+        "batch_size",
+        "stress_level",
+        "measured_mean_ms",
+        "predicted_mean_ms",
+        "error_pct",
+        "measured_p90_ms",
+        "predicted_p90_ms",
+        "critical_path_ms",
+        "fallback_kernels",
+    ]
     settings = (
         "Settings: `trained_on_all` is the predictor that ships, evaluated on the models it was trained on; "
         "`held_out_architecture` predicts each training architecture with a predictor trained without it; "
@@ -194,15 +253,29 @@ def _markdown(ep: str, cases: pd.DataFrame, summaries: dict[str, pd.DataFrame], 
         parts.append(f"## By {by.replace('_', ' ')}\n\n" + table(frame))
     parts += [
         "## Worst five per setting\n\n"
-        + table(worst[["setting", "variant_id", "batch_size", "stress_level", "measured_mean_ms", "predicted_mean_ms",
-                       "error_pct", "fallback_kernels", "largest_kernel_errors"]]),
+        + table(
+            worst[
+                [
+                    "setting",
+                    "variant_id",
+                    "batch_size",
+                    "stress_level",
+                    "measured_mean_ms",
+                    "predicted_mean_ms",
+                    "error_pct",
+                    "fallback_kernels",
+                    "largest_kernel_errors",
+                ]
+            ]
+        ),
         "## Every case\n\n" + table(cases[columns]),
     ]
     return "\n\n".join(parts)
 
 
-def write_report(result: Evaluation, out_dir: str | os.PathLike[str], title: str,
-                 optimized_dir: str | os.PathLike[str] | None = None) -> Path:
+def write_report(
+    result: Evaluation, out_dir: str | os.PathLike[str], title: str, optimized_dir: str | os.PathLike[str] | None = None
+) -> Path:
     """Write ``evaluation.md`` (with the execution-overlap section where the optimized graphs are at
     hand) and ``evaluation.png`` into ``out_dir``; return the plot's path."""
     out = Path(out_dir)
@@ -255,7 +328,13 @@ def scatter_plot(cases: pd.DataFrame, path: str | os.PathLike[str], title: str) 
         line = np.array([low, high])
         axis.plot(line, line, "k-", lw=1)
         axis.fill_between(line, line * 0.9, line * 1.1, color="grey", alpha=0.2, label="+-10%")
-        axis.set(xscale="log", yscale="log", xlabel="measured mean (ms)", ylabel="predicted mean (ms)", title=f"{title}: {setting}")
+        axis.set(
+            xscale="log",
+            yscale="log",
+            xlabel="measured mean (ms)",
+            ylabel="predicted mean (ms)",
+            title=f"{title}: {setting}",
+        )
         axis.legend(fontsize=8)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

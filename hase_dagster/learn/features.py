@@ -18,9 +18,24 @@ MAX_RANK = 4
 NUMERIC_FEATURES: tuple[str, ...] = (
     *(f"in_d{i}" for i in range(MAX_RANK)),
     *(f"out_d{i}" for i in range(MAX_RANK)),
-    "in_rank", "out_rank", "n_activation_inputs", "in_numel", "out_numel", "weight_numel",
-    "kernel_h", "kernel_w", "stride_h", "stride_w", "group", "fused_activation", "fused_sum",
-    "log_flops", "log_input_bytes", "log_output_bytes", "log_weight_bytes", "log_intensity",
+    "in_rank",
+    "out_rank",
+    "n_activation_inputs",
+    "in_numel",
+    "out_numel",
+    "weight_numel",
+    "kernel_h",
+    "kernel_w",
+    "stride_h",
+    "stride_w",
+    "group",
+    "fused_activation",
+    "fused_sum",
+    "log_flops",
+    "log_input_bytes",
+    "log_output_bytes",
+    "log_weight_bytes",
+    "log_intensity",
     "n_absorbed",
 )
 CATEGORICAL_FEATURES: tuple[str, ...] = ("family", "op")
@@ -79,8 +94,9 @@ def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
     return features
 
 
-def feature_frame(kernels: pd.DataFrame | list[Mapping[str, Any]], load: pd.DataFrame | Mapping[str, float],
-                  load_fields: list[str]) -> pd.DataFrame:
+def feature_frame(
+    kernels: pd.DataFrame | list[Mapping[str, Any]], load: pd.DataFrame | Mapping[str, float], load_fields: list[str]
+) -> pd.DataFrame:
     """Kernel features plus one ``load_<field>`` column per load field.
 
     ``load`` is either one mapping applied to every kernel (prediction) or a frame with one row per

@@ -18,9 +18,9 @@ import numpy as np
 from scipy.optimize import lsq_linear
 
 from hase_dagster.analysis.catalog import Kernel
-from hase_dagster.learn.features import feature_frame
 from hase_dagster.analysis.fusion import VIEW_OP_TYPES
 from hase_dagster.analysis.model_dag import build_dag, critical_path
+from hase_dagster.learn.features import feature_frame
 from hase_dagster.learn.regressor import LatencyRegressor
 
 
@@ -92,21 +92,46 @@ _INF = float("inf")
 # Every term is a physical cost; their coefficients are fitted on measured whole models.
 MEAN_TERMS: tuple[Term, ...] = (
     Term("idle_kernels", 0.0, _INF, 1.0, "the kernels' idle times, views apart: the work itself"),
-    Term("load_share_x_idle", 0.0, _INF, 0.0,
-         "load share x idle sum: under GPU time-slicing a run yields slices in proportion to its length"),
+    Term(
+        "load_share_x_idle",
+        0.0,
+        _INF,
+        0.0,
+        "load share x idle sum: under GPU time-slicing a run yields slices in proportion to its length",
+    ),
     Term("loaded_kernels", 0.0, _INF, 0.0, "the kernels' times under the load: CPU time-sharing slows each kernel"),
-    Term("per_kernel", -_INF, _INF, 0.0,
-         "kernel count: a host-clocked kernel alone pays a launch and sync a model pays once (negative); a "
-         "device-clocked one lacks the host's gap between kernels (positive)"),
+    Term(
+        "per_kernel",
+        -_INF,
+        _INF,
+        0.0,
+        "kernel count: a host-clocked kernel alone pays a launch and sync a model pays once (negative); a "
+        "device-clocked one lacks the host's gap between kernels (positive)",
+    ),
     Term("per_run", 0.0, _INF, 0.0, "1 ms: a whole run's fixed host work (binding, dispatch, sync)"),
-    Term("view_ops", 0.0, 1.0, 0.0,
-         "standalone copies of view ops (Reshape...), which a model aliases: at most their copy time"),
-    Term("load_share_per_run", 0.0, _INF, 0.0,
-         "load share x 1 ms: a run that arrives while the co-tenant holds the GPU waits out its slice, "
-         "whatever the run's length"),
-    Term("launch_shortfall", 0.0, _INF, 0.0,
-         "sum over kernels of max(0, dispatch - kernel time): the GPU idles while the host dispatches "
-         "kernels shorter than it (small models, batch 1)"),
+    Term(
+        "view_ops",
+        0.0,
+        1.0,
+        0.0,
+        "standalone copies of view ops (Reshape...), which a model aliases: at most their copy time",
+    ),
+    Term(
+        "load_share_per_run",
+        0.0,
+        _INF,
+        0.0,
+        "load share x 1 ms: a run that arrives while the co-tenant holds the GPU waits out its slice, "
+        "whatever the run's length",
+    ),
+    Term(
+        "launch_shortfall",
+        0.0,
+        _INF,
+        0.0,
+        "sum over kernels of max(0, dispatch - kernel time): the GPU idles while the host dispatches "
+        "kernels shorter than it (small models, batch 1)",
+    ),
 )
 P90_TERMS: tuple[Term, ...] = (*MEAN_TERMS, Term("p90_kernels", 0.0, _INF, 0.0, "the kernels' p90 sum"))
 # Host dispatch times tried for the launch-bound term (ms per kernel); 0 switches it off.
@@ -190,8 +215,12 @@ class Composition:
             unknown = set(data.get(key) or {}) - known
             if unknown:
                 raise ValueError(f"composition names unknown terms {sorted(unknown)}")
-        return cls(data.get("mean_coefficients"), data.get("p90_coefficients"), float(data.get("dispatch_ms", 0.0)),
-                   int(data.get("fitted_on", 0)))
+        return cls(
+            data.get("mean_coefficients"),
+            data.get("p90_coefficients"),
+            float(data.get("dispatch_ms", 0.0)),
+            int(data.get("fitted_on", 0)),
+        )
 
 
 @dataclass
@@ -213,7 +242,9 @@ class ModelPrediction:
         return asdict(self)
 
 
-def predict_kernels(regressor: LatencyRegressor, kernels: list[Kernel], load: dict[str, float]) -> list[KernelPrediction]:
+def predict_kernels(
+    regressor: LatencyRegressor, kernels: list[Kernel], load: dict[str, float]
+) -> list[KernelPrediction]:
     """Every kernel under ``load``; kernels of a family the regressor never saw are marked fallback
     (their estimate comes from shapes, FLOPs and bytes alone)."""
     if not kernels:
@@ -222,9 +253,14 @@ def predict_kernels(regressor: LatencyRegressor, kernels: list[Kernel], load: di
     predicted = regressor.predict(feature_frame(records, load, regressor.load_fields))
     return [
         KernelPrediction(
-            order=k.order, node_name=k.node_name, family=k.family, instance_id=k.instance_id,
-            median_ms=float(predicted["median_ms"][i]), mean_ms=float(predicted["mean_ms"][i]),
-            p90_ms=float(predicted["p90_ms"][i]), fallback=not regressor.knows(k.family),
+            order=k.order,
+            node_name=k.node_name,
+            family=k.family,
+            instance_id=k.instance_id,
+            median_ms=float(predicted["median_ms"][i]),
+            mean_ms=float(predicted["mean_ms"][i]),
+            p90_ms=float(predicted["p90_ms"][i]),
+            fallback=not regressor.knows(k.family),
         )
         for i, k in enumerate(kernels)
     ]
@@ -249,7 +285,9 @@ def kernel_sums(predictions: list[KernelPrediction], load_util: float, idle: lis
     )
 
 
-def model_sums(regressor: LatencyRegressor, kernels: list[Kernel], load: dict[str, float]) -> tuple[Sums, list[KernelPrediction]]:
+def model_sums(
+    regressor: LatencyRegressor, kernels: list[Kernel], load: dict[str, float]
+) -> tuple[Sums, list[KernelPrediction]]:
     """Kernel predictions under ``load`` and the sums composition needs (with the idle sum)."""
     predictions = predict_kernels(regressor, kernels, load)
     idle = predict_kernels(regressor, kernels, idle_load(regressor, load))

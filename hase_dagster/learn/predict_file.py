@@ -11,16 +11,18 @@ import onnx
 
 from hase_dagster.analysis.analyze import analyze_model
 from hase_dagster.core.config import Profile
-from hase_dagster.measure.prometheus import PrometheusClient
 from hase_dagster.core.errors import HaseError
-from hase_dagster.learn.training import Predictor, load_at_level, predictor_path
 from hase_dagster.core.ort_runtime import EpName, load_onnx
 from hase_dagster.learn.predict import ModelPrediction, predict_model
 from hase_dagster.learn.regressor import mape, within
+from hase_dagster.learn.training import Predictor, load_at_level, predictor_path
+from hase_dagster.measure.prometheus import PrometheusClient
 from warehouse.store import Warehouse
 
 
-def resolve_load(spec: str, store: Warehouse, ep: str, load_fields: list[str], prometheus_url: str) -> tuple[dict[str, float], str]:
+def resolve_load(
+    spec: str, store: Warehouse, ep: str, load_fields: list[str], prometheus_url: str
+) -> tuple[dict[str, float], str]:
     """``idle``, ``level=X`` (the background measured at stress X) or ``prometheus`` (now)."""
     if spec == "idle":
         return load_at_level(store, ep, 0.0), "idle (background of the stress 0.00 benchmarks)"
@@ -49,7 +51,9 @@ def with_batch_size(source: Path, batch_size: int, out_dir: Path) -> Path:
     if current == batch_size:
         return source
     if current is not None:
-        raise HaseError(f"{source.name} has a fixed batch size of {current}, not {batch_size}; export it with a dynamic batch")
+        raise HaseError(
+            f"{source.name} has a fixed batch size of {current}, not {batch_size}; export it with a dynamic batch"
+        )
     for graph_input in model.graph.input:
         dims = graph_input.type.tensor_type.shape.dim
         if dims and not dims[0].dim_value:
@@ -69,7 +73,9 @@ def predict_file(
     with tempfile.TemporaryDirectory() as tmp:
         model_path = with_batch_size(Path(path), batch_size, Path(tmp))
         analysis = analyze_model(model_path, ep, Path(tmp) / "optimized.onnx")
-    return predict_model(Path(path).name, analysis.kernels, predictor.regressor, predictor.composition, load, source, batch_size)
+    return predict_model(
+        Path(path).name, analysis.kernels, predictor.regressor, predictor.composition, load, source, batch_size
+    )
 
 
 def evaluate_files(paths: list[Path], profile: Profile, stress_levels: list[float], data_root: Path) -> dict[str, Any]:
@@ -91,27 +97,46 @@ def evaluate_files(paths: list[Path], profile: Profile, stress_levels: list[floa
         for level in stress_levels:
             with under_load(profile.device, level, profile.telemetry) as loaded:
                 targets = [BenchmarkTarget(m, {"model": p.name, "batch_size": b}) for p, b, m, _ in prepared]
-                rows = run_benchmarks(targets, ep, loaded.sampler, profile.model_timing, profile.telemetry, profile.ort, level="all")
+                rows = run_benchmarks(
+                    targets, ep, loaded.sampler, profile.model_timing, profile.telemetry, profile.ort, level="all"
+                )
             for (path, batch, _, kernels), row in zip(prepared, rows):
                 if row["status"] != "ok":
                     results.append({"model": path.name, "stress_level": level, "error": row["error"]})
                     continue
                 load = {f: row[f"bg_{f}"] for f in predictor.regressor.load_fields}
-                prediction = predict_model(path.name, kernels, predictor.regressor, predictor.composition, load,
-                                           f"measured background at stress {level:.2f}", batch)
-                results.append({
-                    "model": path.name, "batch_size": batch, "stress_level": level,
-                    "measured_mean_ms": row["mean_ms"], "measured_p90_ms": row["p90_ms"],
-                    "predicted_ms": prediction.predicted_ms, "p90_ms": prediction.p90_ms,
-                    "error_pct": (prediction.predicted_ms / row["mean_ms"] - 1) * 100,
-                    "coverage": prediction.coverage, "warnings": prediction.warnings,
-                })
+                prediction = predict_model(
+                    path.name,
+                    kernels,
+                    predictor.regressor,
+                    predictor.composition,
+                    load,
+                    f"measured background at stress {level:.2f}",
+                    batch,
+                )
+                results.append(
+                    {
+                        "model": path.name,
+                        "batch_size": batch,
+                        "stress_level": level,
+                        "measured_mean_ms": row["mean_ms"],
+                        "measured_p90_ms": row["p90_ms"],
+                        "predicted_ms": prediction.predicted_ms,
+                        "p90_ms": prediction.p90_ms,
+                        "error_pct": (prediction.predicted_ms / row["mean_ms"] - 1) * 100,
+                        "coverage": prediction.coverage,
+                        "warnings": prediction.warnings,
+                    }
+                )
     ok = [r for r in results if "error" not in r]
     predicted = [r["predicted_ms"] for r in ok]
     measured = [r["measured_mean_ms"] for r in ok]
     import numpy as np
 
-    summary = {"cases": len(ok), "failed": len(results) - len(ok)}
+    summary: dict[str, float] = {"cases": len(ok), "failed": len(results) - len(ok)}
     if ok:
-        summary |= {"mape_pct": mape(np.array(predicted), np.array(measured)), "within_10_pct": within(np.array(predicted), np.array(measured))}
+        summary |= {
+            "mape_pct": mape(np.array(predicted), np.array(measured)),
+            "within_10_pct": within(np.array(predicted), np.array(measured)),
+        }
     return {"ep": ep, "cases": results, "summary": summary}

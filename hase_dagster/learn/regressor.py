@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from hase_dagster.core.errors import HaseError
+from hase_dagster.core.metrics import LOAD_FIELD
 from hase_dagster.learn.estimators import (
     KINDS,
     LOG_MS_RANGE,
@@ -30,7 +31,6 @@ from hase_dagster.learn.estimators import (
     make_estimator,
 )
 from hase_dagster.learn.features import as_matrix, feature_frame, numeric_columns
-from hase_dagster.core.metrics import LOAD_FIELD
 
 MIN_TRAINING_ROWS = 20
 TARGETS = ("median_ms", "mean_ms", "p90_ms")
@@ -79,9 +79,15 @@ class LatencyRegressor:
     def save(self, folder: Path) -> dict[str, Any]:
         """Write the estimators into ``folder``; return the JSON entry that describes them."""
         return {
-            "kind": self.kind, "ep": self.ep, "load_fields": self.load_fields, "families": self.families,
-            "ops": self.ops, "batch_sizes": self.batch_sizes, "layout": self.layout.to_json(),
-            "metrics": self.metrics, "versions": self.versions,
+            "kind": self.kind,
+            "ep": self.ep,
+            "load_fields": self.load_fields,
+            "families": self.families,
+            "ops": self.ops,
+            "batch_sizes": self.batch_sizes,
+            "layout": self.layout.to_json(),
+            "metrics": self.metrics,
+            "versions": self.versions,
             "targets": {target: model.save(folder, target) for target, model in self.models.items()},
         }
 
@@ -90,17 +96,31 @@ class LatencyRegressor:
         """The regressor a :meth:`save` entry describes (data only: nothing in the folder runs)."""
         layout = FeatureLayout.from_json(entry["layout"])
         models = {target: load_estimator(layout, saved, folder) for target, saved in entry["targets"].items()}
-        return cls(entry["kind"], entry["ep"], list(entry["load_fields"]), list(entry["families"]), list(entry["ops"]),
-                   models, layout, dict(entry.get("metrics", {})), dict(entry.get("versions", {})),
-                   [int(b) for b in entry.get("batch_sizes", [])])
+        return cls(
+            entry["kind"],
+            entry["ep"],
+            list(entry["load_fields"]),
+            list(entry["families"]),
+            list(entry["ops"]),
+            models,
+            layout,
+            dict(entry.get("metrics", {})),
+            dict(entry.get("versions", {})),
+            [int(b) for b in entry.get("batch_sizes", [])],
+        )
 
 
 def library_versions() -> dict[str, str]:
     import sklearn
     import xgboost
 
-    return {"python": platform.python_version(), "numpy": np.__version__, "pandas": pd.__version__,
-            "scikit-learn": sklearn.__version__, "xgboost": xgboost.__version__}
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "pandas": pd.__version__,
+        "scikit-learn": sklearn.__version__,
+        "xgboost": xgboost.__version__,
+    }
 
 
 def load_fields_for(ep: str, rows: pd.DataFrame) -> list[str]:
@@ -111,8 +131,14 @@ def load_fields_for(ep: str, rows: pd.DataFrame) -> list[str]:
     return [field_name]
 
 
-def _train(kind: str, frame: pd.DataFrame, rows: pd.DataFrame, ep: str, load_fields: list[str],
-           targets: tuple[str, ...] = TARGETS) -> LatencyRegressor:
+def _train(
+    kind: str,
+    frame: pd.DataFrame,
+    rows: pd.DataFrame,
+    ep: str,
+    load_fields: list[str],
+    targets: tuple[str, ...] = TARGETS,
+) -> LatencyRegressor:
     families = sorted(frame["family"].unique())
     ops = sorted(frame["op"].unique())
     x = as_matrix(frame, families, ops, load_fields)
@@ -121,32 +147,57 @@ def _train(kind: str, frame: pd.DataFrame, rows: pd.DataFrame, ep: str, load_fie
     models: dict[str, Estimator] = {}
     for target in targets:
         models[target] = make_estimator(kind, layout).fit(x, np.log(rows[target].to_numpy()))
-    return LatencyRegressor(kind, ep, load_fields, families, ops, models, layout,
-                            batch_sizes=sorted(int(b) for b in rows["batch_size"].unique()))
+    return LatencyRegressor(
+        kind,
+        ep,
+        load_fields,
+        families,
+        ops,
+        models,
+        layout,
+        batch_sizes=sorted(int(b) for b in rows["batch_size"].unique()),
+    )
 
 
-def _scores(regressor: LatencyRegressor, frame: pd.DataFrame, rows: pd.DataFrame, target: str = PRIMARY_TARGET) -> dict[str, Any]:
+def _scores(
+    regressor: LatencyRegressor, frame: pd.DataFrame, rows: pd.DataFrame, target: str = PRIMARY_TARGET
+) -> dict[str, Any]:
     return _scores_of(regressor.predict(frame)[target], rows, target)
 
 
 def _scores_of(mean: np.ndarray, rows: pd.DataFrame, target: str = PRIMARY_TARGET) -> dict[str, Any]:
     measured = rows[target].to_numpy()
     per_family = {
-        family: round(mape(mean[(rows["family"] == family).to_numpy()], measured[(rows["family"] == family).to_numpy()]), 2)
+        family: round(
+            mape(mean[(rows["family"] == family).to_numpy()], measured[(rows["family"] == family).to_numpy()]), 2
+        )
         for family in sorted(rows["family"].unique())
     }
     per_level = {
-        f"{level:.2f}": round(mape(mean[(rows["stress_level"] == level).to_numpy()], measured[(rows["stress_level"] == level).to_numpy()]), 2)
+        f"{level:.2f}": round(
+            mape(
+                mean[(rows["stress_level"] == level).to_numpy()], measured[(rows["stress_level"] == level).to_numpy()]
+            ),
+            2,
+        )
         for level in sorted(rows["stress_level"].unique())
     }
-    return {"mape": round(mape(mean, measured), 2), "within_10": round(within(mean, measured), 1),
-            "rows": len(rows), "per_family": per_family, "per_stress_level": per_level}
+    return {
+        "mape": round(mape(mean, measured), 2),
+        "within_10": round(within(mean, measured), 1),
+        "rows": len(rows),
+        "per_family": per_family,
+        "per_stress_level": per_level,
+    }
 
 
-def train_regressor(rows: pd.DataFrame, ep: str, folds: int = 5, seed: int = 0, kind: str | None = None) -> LatencyRegressor:
+def train_regressor(
+    rows: pd.DataFrame, ep: str, folds: int = 5, seed: int = 0, kind: str | None = None
+) -> LatencyRegressor:
     """Compare the kinds on held-out rows (k-fold: every row predicted once by a model that did not
     see it, so the figure does not hang on one lucky split) and on held-out architectures; return the
-    one best on held-out architectures, refitted on all rows. With ``kind`` given, skip the comparison and fit that kind on all rows.
+    one best on held-out architectures, refitted on all rows. With ``kind`` given, skip the
+    comparison and fit that kind on all rows.
 
     ``rows``: ``status = 'ok'`` kernel benchmark rows with catalog fields, ``bg_*`` load and an
     ``architecture`` column (the zoo model the instance belongs to; an instance of several models
@@ -154,7 +205,9 @@ def train_regressor(rows: pd.DataFrame, ep: str, folds: int = 5, seed: int = 0, 
     """
     rows = rows[rows["status"] == "ok"].reset_index(drop=True)
     if len(rows) < MIN_TRAINING_ROWS:
-        raise HaseError(f"only {len(rows)} measured kernel rows for {ep}; need {MIN_TRAINING_ROWS}: run kernel_benchmarks")
+        raise HaseError(
+            f"only {len(rows)} measured kernel rows for {ep}; need {MIN_TRAINING_ROWS}: run kernel_benchmarks"
+        )
     load_fields = load_fields_for(ep, rows)
     frame = feature_frame(rows, rows, load_fields)
     if kind is not None:
@@ -178,7 +231,12 @@ def train_regressor(rows: pd.DataFrame, ep: str, folds: int = 5, seed: int = 0, 
         }
     best = min(KINDS, key=lambda k: _generalization_mape(comparisons[k]))
     final = _train(best, frame, rows, ep, load_fields)
-    final.metrics = {"best": best, "primary_target": PRIMARY_TARGET, "comparison": comparisons, "training_rows": len(rows)}
+    final.metrics = {
+        "best": best,
+        "primary_target": PRIMARY_TARGET,
+        "comparison": comparisons,
+        "training_rows": len(rows),
+    }
     final.versions = library_versions()
     return final
 
@@ -190,7 +248,9 @@ def _generalization_mape(comparison: dict[str, Any]) -> float:
     return float(overall["mape"] if overall else comparison["held_out_rows"]["mape"])
 
 
-def _held_out_architectures(kind: str, frame: pd.DataFrame, rows: pd.DataFrame, ep: str, load_fields: list[str]) -> dict[str, Any]:
+def _held_out_architectures(
+    kind: str, frame: pd.DataFrame, rows: pd.DataFrame, ep: str, load_fields: list[str]
+) -> dict[str, Any]:
     """Leave one architecture out: train on instances that appear in no variant of it."""
     members = rows["architecture"].str.split(",")
     results: dict[str, Any] = {}
@@ -206,7 +266,11 @@ def _held_out_architectures(kind: str, frame: pd.DataFrame, rows: pd.DataFrame, 
         measured_all.append(rows.loc[in_test, PRIMARY_TARGET].to_numpy())
     if predicted_all:
         predicted, measured = np.concatenate(predicted_all), np.concatenate(measured_all)
-        results["overall"] = {"mape": round(mape(predicted, measured), 2), "within_10": round(within(predicted, measured), 1), "rows": len(measured)}
+        results["overall"] = {
+            "mape": round(mape(predicted, measured), 2),
+            "within_10": round(within(predicted, measured), 1),
+            "rows": len(measured),
+        }
     return results
 
 

@@ -12,7 +12,9 @@ from warehouse.store import Warehouse
 EXPORT_TABLES = ("model_files", "kernels", "kernel_models", "kernel_benchmarks", "model_benchmarks")
 
 
-def export_tables(store: Warehouse, out_dir: str | os.PathLike[str], tables: tuple[str, ...] = EXPORT_TABLES) -> list[Path]:
+def export_tables(
+    store: Warehouse, out_dir: str | os.PathLike[str], tables: tuple[str, ...] = EXPORT_TABLES
+) -> list[Path]:
     """Write each table as Parquet (exact types) into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -87,7 +89,8 @@ def benchmark_report(store: Warehouse) -> str:
     load = "coalesce(avg(bg_DCGM_FI_DEV_GPU_UTIL), avg(bg_HOST_CPU_UTIL))"
     models = store.query(
         """SELECT ep, device, variant_id, stress_level, round(mean_ms, 3) AS mean_ms, round(median_ms, 3) AS median_ms,
-                   round(p90_ms, 3) AS p90_ms, n, round(coalesce(bg_DCGM_FI_DEV_GPU_UTIL, bg_HOST_CPU_UTIL), 1) AS background_util
+                   round(p90_ms, 3) AS p90_ms, n,
+                   round(coalesce(bg_DCGM_FI_DEV_GPU_UTIL, bg_HOST_CPU_UTIL), 1) AS background_util
             FROM model_benchmarks WHERE status = 'ok' ORDER BY ep, variant_id, stress_level"""
     )
     kernels = store.query(
@@ -123,17 +126,25 @@ def regressor_report(metrics: dict) -> str:
     for kind, result in metrics["comparison"].items():
         by_target = result["held_out_rows_by_target"]
         architectures = result["held_out_architectures"]
-        rows.append({
-            "kind": kind + (" (kept)" if kind == metrics["best"] else ""),
-            "rows: median MAPE %": by_target["median_ms"], "rows: mean MAPE %": by_target["mean_ms"],
-            "rows: p90 MAPE %": by_target["p90_ms"], "rows: median within 10 %": result["held_out_rows"]["within_10"],
-            **{f"arch {a}: MAPE %": v["mape"] for a, v in architectures.items()},
-        })
+        rows.append(
+            {
+                "kind": kind + (" (kept)" if kind == metrics["best"] else ""),
+                "rows: median MAPE %": by_target["median_ms"],
+                "rows: mean MAPE %": by_target["mean_ms"],
+                "rows: p90 MAPE %": by_target["p90_ms"],
+                "rows: median within 10 %": result["held_out_rows"]["within_10"],
+                **{f"arch {a}: MAPE %": v["mape"] for a, v in architectures.items()},
+            }
+        )
     best = metrics["comparison"][metrics["best"]]["held_out_rows"]
     families = pd.DataFrame(sorted(best["per_family"].items()), columns=["family", "held-out rows median MAPE %"])
-    levels = pd.DataFrame(sorted(best["per_stress_level"].items()), columns=["stress level", "held-out rows median MAPE %"])
-    return "\n\n".join([
-        f"## Kernel regressor ({metrics['training_rows']} measured rows)\n\n" + _md(pd.DataFrame(rows), 2),
-        "### Best kind per stress level\n\n" + _md(levels, 2),
-        "### Best kind per family\n\n" + _md(families, 2),
-    ])
+    levels = pd.DataFrame(
+        sorted(best["per_stress_level"].items()), columns=["stress level", "held-out rows median MAPE %"]
+    )
+    return "\n\n".join(
+        [
+            f"## Kernel regressor ({metrics['training_rows']} measured rows)\n\n" + _md(pd.DataFrame(rows), 2),
+            "### Best kind per stress level\n\n" + _md(levels, 2),
+            "### Best kind per family\n\n" + _md(families, 2),
+        ]
+    )

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 import pandas as pd
@@ -15,13 +15,12 @@ import pandas as pd
 from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
 from hase_dagster.core.config import infer_family
 from hase_dagster.core.errors import HaseError
+from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
 from hase_dagster.core.paths import DataPaths
 from hase_dagster.learn.estimators import dumps
 from hase_dagster.learn.predict import Composition, Sums, model_sums
 from hase_dagster.learn.regressor import LatencyRegressor, train_regressor, training_rows
-from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
 from warehouse.store import Warehouse
-
 
 # The predictor folder's format: data only (JSON, XGBoost's UBJSON, numpy arrays without pickle).
 PREDICTOR_FORMAT = "hase-predictor"
@@ -43,8 +42,10 @@ class Predictor:
         shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(parents=True)
         document = {
-            "format": PREDICTOR_FORMAT, "format_version": PREDICTOR_FORMAT_VERSION,
-            "regressor": self.regressor.save(partial), "composition": self.composition.to_json(),
+            "format": PREDICTOR_FORMAT,
+            "format_version": PREDICTOR_FORMAT_VERSION,
+            "regressor": self.regressor.save(partial),
+            "composition": self.composition.to_json(),
         }
         (partial / PREDICTOR_FILE).write_text(dumps(document))
         previous = folder.with_name(folder.name + ".previous")
@@ -101,12 +102,21 @@ def kernel_from_row(row: dict[str, Any]) -> Kernel:
         row["variant_id"],
         row["ep"],
         {
-            "order": row["kernel_order"], "node_name": row["node_name"], "family": row["family"],
-            "op_type": row["op_type"], "domain": row["domain"],
-            "absorbed_ops": json.loads(row["absorbed_ops_json"]), "absorbed_op_types": [],
-            "attributes": json.loads(row["attributes_json"]), "inputs": json.loads(row["inputs_json"]),
-            "outputs": json.loads(row["outputs_json"]), "flops": row["flops"], "input_bytes": row["input_bytes"],
-            "output_bytes": row["output_bytes"], "weight_bytes": row["weight_bytes"], "in_graph_us": row["in_graph_us"],
+            "order": row["kernel_order"],
+            "node_name": row["node_name"],
+            "family": row["family"],
+            "op_type": row["op_type"],
+            "domain": row["domain"],
+            "absorbed_ops": json.loads(row["absorbed_ops_json"]),
+            "absorbed_op_types": [],
+            "attributes": json.loads(row["attributes_json"]),
+            "inputs": json.loads(row["inputs_json"]),
+            "outputs": json.loads(row["outputs_json"]),
+            "flops": row["flops"],
+            "input_bytes": row["input_bytes"],
+            "output_bytes": row["output_bytes"],
+            "weight_bytes": row["weight_bytes"],
+            "in_graph_us": row["in_graph_us"],
         },
     )
 
@@ -174,7 +184,9 @@ def load_at_level(store: Warehouse, ep: str, level: float) -> dict[str, float]:
     rows = store.query("SELECT * FROM kernel_benchmarks WHERE ep = ? AND stress_level = ?", [ep, level])
     if rows.empty:
         levels = store.query("SELECT DISTINCT stress_level FROM kernel_benchmarks WHERE ep = ? ORDER BY 1", [ep])
-        raise HaseError(f"stress level {level} was never benchmarked on {ep}; benchmarked: {levels['stress_level'].tolist()}")
+        raise HaseError(
+            f"stress level {level} was never benchmarked on {ep}; benchmarked: {levels['stress_level'].tolist()}"
+        )
     means = {f: rows[f"bg_{f}"].mean() for f in ALL_FIELDS}
     out = {f: float(v) for f, v in means.items() if pd.notna(v)}
     if LOAD_FIELD[ep] not in out:

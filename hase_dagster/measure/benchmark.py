@@ -17,7 +17,6 @@ from typing import Any
 
 from hase_dagster.core.config import OrtOptions, TelemetryOptions, TimingOptions
 from hase_dagster.core.ort_runtime import EpName, OptimizationLevel
-from hase_dagster.core.config import TimingOptions
 from hase_dagster.measure.runner import ModelRunner
 from hase_dagster.measure.telemetry import ALL_FIELDS, TelemetrySampler
 

@@ -95,13 +95,18 @@ def _available_fields(device: str) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Command line entry point (``python -m hase_dagster.measure.exporter``, ``hase exporter``)."""
     parser = argparse.ArgumentParser(prog="hase exporter", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--device", choices=sorted(DEVICE_LABELS), default=None,
-                        help="device to report (default: cuda where the CUDA EP truly runs, else cpu)")
+    parser.add_argument(
+        "--device",
+        choices=sorted(DEVICE_LABELS),
+        default=None,
+        help="device to report (default: cuda where the CUDA EP truly runs, else cpu)",
+    )
     parser.add_argument("--port", type=int, default=9400, help="port to listen on (default: 9400)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between reads (default: 1)")
-    parser.add_argument("--fields", default=None,
-                        help="comma-separated telemetry fields (default: every field the device provides)")
+    parser.add_argument(
+        "--fields", default=None, help="comma-separated telemetry fields (default: every field the device provides)"
+    )
     args = parser.parse_args(argv)
     if args.interval <= 0:
         parser.error(f"--interval must be positive, got {args.interval}")

@@ -20,9 +20,9 @@ from typing import Any, Literal
 import numpy as np
 import onnxruntime as ort
 
+from hase_dagster.analysis.kernel_models import load_inputs
 from hase_dagster.core.config import OrtOptions, TimingOptions
 from hase_dagster.core.errors import ModelLoadError
-from hase_dagster.analysis.kernel_models import load_inputs
 from hase_dagster.core.ort_runtime import EpName, OptimizationLevel, make_session, random_inputs
 
 Clock = Literal["host", "device"]

@@ -142,10 +142,22 @@ class Stressor:
     def start(self) -> None:
         if self.process is not None:
             raise HaseError("stressor already started")
-        command = [sys.executable, "-m", "hase_dagster.measure.stressor", "--device", self.device, "--intensity", str(self.intensity)]
+        command = [
+            sys.executable,
+            "-m",
+            "hase_dagster.measure.stressor",
+            "--device",
+            self.device,
+            "--intensity",
+            str(self.intensity),
+        ]
         self.process = subprocess.Popen(
-            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            start_new_session=True, preexec_fn=die_with_parent,
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
         )
         line = self._readline(self.startup_timeout_s)
         if line.strip() != "ready":

@@ -237,7 +237,10 @@ class TelemetrySampler:
         if not inside and (time.time_ns() - end_ns) / 1e9 < 10 * self.interval_s:
             inside = [self.sample_now()]
         names = {name for s in inside for name in s.values}
-        return {name: sum(s.values[name] for s in inside if name in s.values) / sum(name in s.values for s in inside) for name in sorted(names)}
+        return {
+            name: sum(s.values[name] for s in inside if name in s.values) / sum(name in s.values for s in inside)
+            for name in sorted(names)
+        }
 
     def measure_idle_window(self, seconds: float) -> dict[str, float]:
         """Sample for ``seconds`` while the caller runs nothing: the background load."""

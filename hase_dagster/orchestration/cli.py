@@ -96,13 +96,15 @@ def cmd_add_batch_size(args: argparse.Namespace) -> int:
     from hase_dagster.orchestration.materialize import add_batch_sizes
 
     added = add_batch_sizes(args.batch_size)
-    print(f"batch-size partitions added: {added or 'none (all existed)'}; backfill them in the UI or with `hase materialize --batch-size`")
+    print(
+        f"batch-size partitions added: {added or 'none (all existed)'}; "
+        "backfill them in the UI or with `hase materialize --batch-size`"
+    )
     return 0
 
 
 def cmd_run_kernel(args: argparse.Namespace) -> int:
-    from hase_dagster.core.config import OrtOptions
-    from hase_dagster.core.config import TimingOptions
+    from hase_dagster.core.config import OrtOptions, TimingOptions
     from hase_dagster.measure.runner import time_model
 
     warmup = 0 if args.no_warmup else args.warmup
@@ -137,11 +139,9 @@ def cmd_stress(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from hase_dagster.core.config import data_dir
     from hase_dagster.core.paths import DataPaths
-    from hase_dagster.learn.reports import benchmark_report, export_tables
-    from warehouse.store import Warehouse
-
+    from hase_dagster.learn.reports import benchmark_report, export_tables, regressor_report
     from hase_dagster.learn.training import Predictor, predictor_path
-    from hase_dagster.learn.reports import regressor_report
+    from warehouse.store import Warehouse
 
     paths = DataPaths(data_dir())
     store = Warehouse(paths.database)
@@ -177,10 +177,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     coverage = prediction.coverage
     print(f"{args.model} batch {args.batch_size} on {prediction.ep}, load {prediction.load_source}: {prediction.load}")
-    print(f"  predicted {prediction.predicted_ms:.3f} ms (p90 {prediction.p90_ms:.3f} ms), "
-          f"critical path {prediction.critical_path_ms:.3f} ms, plain kernel sum {prediction.sequential_sum_ms:.3f} ms")
-    print(f"  coverage: {coverage['covered']}/{coverage['kernels']} kernels have a trained family"
-          + (f"; FALLBACK for {coverage['fallback']}: {coverage['fallback_families']}" if coverage["fallback"] else ""))
+    print(
+        f"  predicted {prediction.predicted_ms:.3f} ms (p90 {prediction.p90_ms:.3f} ms), "
+        f"critical path {prediction.critical_path_ms:.3f} ms, plain kernel sum {prediction.sequential_sum_ms:.3f} ms"
+    )
+    print(
+        f"  coverage: {coverage['covered']}/{coverage['kernels']} kernels have a trained family"
+        + (f"; FALLBACK for {coverage['fallback']}: {coverage['fallback_families']}" if coverage["fallback"] else "")
+    )
     for kernel in sorted(prediction.kernels, key=lambda k: -k.mean_ms)[: args.top]:
         mark = "  [fallback]" if kernel.fallback else ""
         print(f"    {kernel.order:>4} {kernel.family[:40]:<40} {kernel.mean_ms:9.4f} ms{mark}")
@@ -207,18 +211,23 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if "error" in case:
             print(f"{case['model']:<40} stress {case['stress_level']:.2f}  ERROR {case['error']}")
             continue
-        print(f"{case['model']:<40} stress {case['stress_level']:.2f}  measured {case['measured_mean_ms']:9.3f} ms  "
-              f"predicted {case['predicted_ms']:9.3f} ms  error {case['error_pct']:+6.1f}%")
+        print(
+            f"{case['model']:<40} stress {case['stress_level']:.2f}  measured {case['measured_mean_ms']:9.3f} ms  "
+            f"predicted {case['predicted_ms']:9.3f} ms  error {case['error_pct']:+6.1f}%"
+        )
     summary = report["summary"]
     if summary["cases"]:
-        print(f"MAPE {summary['mape_pct']:.1f}%, within +-10%: {summary['within_10_pct']:.0f}% of {summary['cases']} cases")
+        print(
+            f"MAPE {summary['mape_pct']:.1f}%, within +-10%: {summary['within_10_pct']:.0f}% "
+            f"of {summary['cases']} cases"
+        )
     return 0
 
 
 def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     from hase_dagster.learn.evaluation import evaluate, write_report
-    from hase_dagster.learn.training import train_predictor
     from hase_dagster.learn.reports import import_tables
+    from hase_dagster.learn.training import train_predictor
 
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -272,8 +281,12 @@ def build_parser() -> argparse.ArgumentParser:
     materialize = commands.add_parser("materialize", help="materialize the whole asset graph in the Dagster instance")
     materialize.add_argument("--profile", default=None, help="profile name (default: HASE_PROFILE or the config's)")
     materialize.add_argument("--batch-size", type=_positive_int, action="append", help="only these batch sizes")
-    materialize.add_argument("--stage", choices=["analysis", "benchmark", "learning"], action="append",
-                             help="only these stages (default: all, in order)")
+    materialize.add_argument(
+        "--stage",
+        choices=["analysis", "benchmark", "learning"],
+        action="append",
+        help="only these stages (default: all, in order)",
+    )
     materialize.add_argument("--stress-level", type=float, action="append", help="only these stress levels")
     materialize.add_argument("--json", action="store_true")
     materialize.set_defaults(handler=cmd_materialize)
@@ -286,11 +299,19 @@ def build_parser() -> argparse.ArgumentParser:
     warm.add_argument("--no-warmup", action="store_true")
     run_kernel.add_argument("--loops", type=_positive_int, default=100)
     run_kernel.add_argument("--threads", type=_positive_int, default=1, help="ORT intra-op threads on the CPU")
-    run_kernel.add_argument("--clock", choices=["host", "device"], default="host",
-                            help="host: wall time per run; device: GPU time of its kernels (CUDA, needs torch)")
+    run_kernel.add_argument(
+        "--clock",
+        choices=["host", "device"],
+        default="host",
+        help="host: wall time per run; device: GPU time of its kernels (CUDA, needs torch)",
+    )
     run_kernel.add_argument("--cudnn-algo-search", choices=["EXHAUSTIVE", "HEURISTIC", "DEFAULT"], default="EXHAUSTIVE")
-    run_kernel.add_argument("--optimization", choices=["disable", "basic", "extended", "all"], default="disable",
-                            help="ORT graph optimization (kernels: disable, as extracted; whole models: all)")
+    run_kernel.add_argument(
+        "--optimization",
+        choices=["disable", "basic", "extended", "all"],
+        default="disable",
+        help="ORT graph optimization (kernels: disable, as extracted; whole models: all)",
+    )
     run_kernel.add_argument("--json", action="store_true")
     run_kernel.set_defaults(handler=cmd_run_kernel)
 
@@ -304,19 +325,27 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--export", type=Path, help="also write the tables as Parquet into this folder")
     report.set_defaults(handler=cmd_report)
 
-    cupti = commands.add_parser("cupti", help="CUPTI device time vs the host and device clocks on the CUDA EP (needs torch)")
+    cupti = commands.add_parser(
+        "cupti", help="CUPTI device time vs the host and device clocks on the CUDA EP (needs torch)"
+    )
     cupti.add_argument("models", type=Path, nargs="+")
     cupti.add_argument("--runs", type=_positive_int, default=20)
     cupti.add_argument("--optimization", choices=["disable", "all"], default="disable")
-    cupti.add_argument("--max-clock-error", type=float, default=None,
-                       help="exit 1 when the device clock and CUPTI differ by more than this fraction (or by more than 20 us)")
+    cupti.add_argument(
+        "--max-clock-error",
+        type=float,
+        default=None,
+        help="exit 1 when the device clock and CUPTI differ by more than this fraction (or by more than 20 us)",
+    )
     cupti.set_defaults(handler=cmd_cupti)
 
     predict = commands.add_parser("predict", help="predict the latency of any ONNX model under a load")
     predict.add_argument("model", type=Path)
     predict.add_argument("--batch-size", type=_positive_int, required=True)
     predict.add_argument("--ep", choices=["cpu", "cuda"], default="cpu")
-    predict.add_argument("--load", default="prometheus", help="prometheus (now), idle, or level=X (a benchmarked stress level)")
+    predict.add_argument(
+        "--load", default="prometheus", help="prometheus (now), idle, or level=X (a benchmarked stress level)"
+    )
     predict.add_argument("--top", type=int, default=10, help="kernels to list in the breakdown")
     predict.add_argument("--json", action="store_true")
     predict.set_defaults(handler=cmd_predict)
@@ -328,19 +357,25 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(handler=cmd_evaluate)
 
-    tables = commands.add_parser("evaluate-tables", help="train and evaluate from exported warehouse tables (e.g. a GPU run's)")
+    tables = commands.add_parser(
+        "evaluate-tables", help="train and evaluate from exported warehouse tables (e.g. a GPU run's)"
+    )
     tables.add_argument("tables", type=Path, help="folder of Parquet files written by `hase report --export`")
     tables.add_argument("--ep", choices=["cpu", "cuda"], required=True)
     tables.add_argument("--out", type=Path, required=True)
     tables.set_defaults(handler=cmd_evaluate_tables)
 
-    merge = commands.add_parser("merge-tables", help="merge exported tables of several runs; rows a later run measured again replace earlier ones")
+    merge = commands.add_parser(
+        "merge-tables",
+        help="merge exported tables of several runs; rows a later run measured again replace earlier ones",
+    )
     merge.add_argument("out", type=Path)
     merge.add_argument("sources", type=Path, nargs="+")
     merge.set_defaults(handler=cmd_merge_tables)
 
-    exporter = commands.add_parser("exporter", help="serve the telemetry metrics (DCGM names) for Prometheus",
-                                   add_help=False)
+    exporter = commands.add_parser(
+        "exporter", help="serve the telemetry metrics (DCGM names) for Prometheus", add_help=False
+    )
     exporter.add_argument("exporter_args", nargs=argparse.REMAINDER)
     exporter.set_defaults(handler=cmd_exporter)
 

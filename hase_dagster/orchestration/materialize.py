@@ -11,7 +11,6 @@ from typing import Any
 import dagster as dg
 
 from hase_dagster.core.config import load_config
-
 from hase_dagster.core.profiles import select_profile
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -63,8 +62,13 @@ def reclaim_crashed_runs(instance: dg.DagsterInstance) -> list[str]:
     return reclaimed
 
 
-def run_job(job: dg.JobDefinition, partition_key: str | dg.MultiPartitionKey | None, instance: dg.DagsterInstance,
-            resources: dict[str, Any], profile: str) -> dg.ExecuteInProcessResult:
+def run_job(
+    job: dg.JobDefinition,
+    partition_key: str | dg.MultiPartitionKey | None,
+    instance: dg.DagsterInstance,
+    resources: dict[str, Any],
+    profile: str,
+) -> dg.ExecuteInProcessResult:
     """Execute ``job`` in this process, tagged so that :func:`reclaim_crashed_runs` can find it."""
     return job.execute_in_process(
         partition_key=partition_key,
@@ -89,9 +93,7 @@ def materialize_all(
     """
     from hase_dagster.core.config import stress_level_key
     from hase_dagster.definitions import defs
-    from resources.hase import HaseResource
-    from resources.prometheus import PrometheusResource
-    from resources.stressor import StressorResource
+    from resources.sets import hase_resources
 
     config = load_config()
     profile = select_profile(config, profile_name)
@@ -99,19 +101,20 @@ def materialize_all(
     batches = batch_sizes or profile.batch_sizes
     add_batch_sizes(batches, instance)
     reclaim_crashed_runs(instance)
-    resources = {
-        "hase": HaseResource(profile_name=profile.name),
-        "stressor": StressorResource(),
-        "prometheus": PrometheusResource(url=config.prometheus_url),
-    }
+    resources = hase_resources(config.prometheus_url, profile.name)
     runs: list[dict[str, str]] = []
 
     def record(stage: str, partition: str, result: dg.ExecuteInProcessResult) -> bool:
-        failed_checks = [
-            f"{c.check_name}: {c.metadata}" for c in result.get_asset_check_evaluations() if not c.passed
-        ]
-        runs.append({"stage": stage, "partition": partition, "status": "SUCCESS" if result.success else "FAILURE",
-                     "run_id": result.run_id, "failed_checks": failed_checks})
+        failed_checks = [f"{c.check_name}: {c.metadata}" for c in result.get_asset_check_evaluations() if not c.passed]
+        runs.append(
+            {
+                "stage": stage,
+                "partition": partition,
+                "status": "SUCCESS" if result.success else "FAILURE",
+                "run_id": result.run_id,
+                "failed_checks": failed_checks,
+            }
+        )
         return result.success
 
     for batch in batches:
@@ -122,7 +125,11 @@ def materialize_all(
         if "benchmark" in stages:
             for level in stress_levels or config.stress_levels:
                 key = dg.MultiPartitionKey({"stress_level": stress_level_key(level), "batch_size": str(batch)})
-                record("benchmark", str(key), run_job(defs.resolve_job_def("benchmark_job"), key, instance, resources, profile.name))
+                record(
+                    "benchmark",
+                    str(key),
+                    run_job(defs.resolve_job_def("benchmark_job"), key, instance, resources, profile.name),
+                )
     if "learning" in stages and all(r["status"] == "SUCCESS" for r in runs):
         record("learning", "-", run_job(defs.resolve_job_def("learning_job"), None, instance, resources, profile.name))
     return {"profile": profile.name, "runs": runs}

@@ -14,5 +14,7 @@ print("| --- | --- | --- | --- | --- | --- | --- |")
 for source in sys.argv[1:]:
     for row in json.loads(Path(source).read_text())["comparisons"]:
         host, span, kernels = row["runner_median_ms"], row["device_clock_median_ms"], row["device_ms"]
-        print(f"| {Path(row['path']).stem} | {host:.3f} | {span:.3f} | {kernels:.3f} | {span - kernels:.3f} "
-              f"| {host - span:.3f} | {row['gpu_kernels_per_run']:.0f} |")
+        print(
+            f"| {Path(row['path']).stem} | {host:.3f} | {span:.3f} | {kernels:.3f} | {span - kernels:.3f} "
+            f"| {host - span:.3f} | {row['gpu_kernels_per_run']:.0f} |"
+        )
