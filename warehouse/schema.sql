@@ -120,7 +120,11 @@ CREATE TABLE IF NOT EXISTS evaluation_cases (
     error_pct             DOUBLE NOT NULL,
     input_size            INTEGER,
     batch_size            INTEGER,
-    run_id                VARCHAR
+    run_id                VARCHAR,
+    family                VARCHAR,
+    size                  VARCHAR
 );
 ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS input_size INTEGER;
 ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS batch_size INTEGER;
+ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS family VARCHAR;
+ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS size VARCHAR;

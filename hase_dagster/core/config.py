@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hase_dagster.core.errors import ConfigError
-from hase_dagster.core.metrics import ALL_FIELDS
+from hase_dagster.core.metrics import ALL_FIELDS, GPU_FIELDS
 
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "hase.yaml"
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / ".hase_data"
@@ -48,6 +48,8 @@ FAMILY_BY_PREFIX: dict[str, str] = {
     "vit": "vision_transformer",
     "swin": "vision_transformer",
     "maxvit": "vision_transformer",
+    # Tables written before models carried a family know the encoder only by its model name.
+    "transformer_encoder": "text_transformer",
 }
 FAMILY_BY_KIND = {"transformer_encoder": "text_transformer", "random_nas": "random_nas"}
 
@@ -120,21 +122,8 @@ class TimingOptions(_Strict):
 class TelemetryOptions(_Strict):
     """Which metrics to sample (DCGM field names, HOST_* on any machine) and how often."""
 
-    fields: list[str] = Field(
-        default=[
-            "DCGM_FI_DEV_GPU_UTIL",
-            "DCGM_FI_DEV_MEM_COPY_UTIL",
-            "DCGM_FI_DEV_FB_USED",
-            "DCGM_FI_DEV_SM_CLOCK",
-            "DCGM_FI_DEV_POWER_USAGE",
-            "DCGM_FI_PROF_SM_ACTIVE",
-            "DCGM_FI_PROF_SM_OCCUPANCY",
-            "DCGM_FI_PROF_DRAM_ACTIVE",
-            "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-            "HOST_CPU_UTIL",
-            "HOST_LOAD_1M",
-        ]
-    )
+    # Every GPU field and the host's two load fields.
+    fields: list[str] = Field(default=[*GPU_FIELDS, "HOST_CPU_UTIL", "HOST_LOAD_1M"])
     interval_s: Annotated[float, Field(gt=0, le=10)] = 0.1
     background_window_s: Annotated[float, Field(gt=0)] = 0.5
     background_refresh_s: Annotated[float, Field(gt=0)] = 30.0

@@ -28,7 +28,8 @@ _LEVELS = {
     "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
     "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
-# ORT 1.31 reads IR versions up to 13; onnx.helper stamps newer ones.
+# The IR version Hase writes into the models it builds (kernel models, probes): onnx.helper stamps a
+# newer one than ORT 1.31 reads (at most 13).
 MAX_IR_VERSION = 10
 
 # Errors are raised as exceptions that name the model; ORT printing them too is noise.
