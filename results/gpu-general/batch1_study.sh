@@ -8,7 +8,7 @@ bundle=${1:-}
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 mkdir -p /tmp/gh /tmp/study
 [ -n "$bundle" ] && cp -r ".gpuhost/$bundle" /tmp/gh/
-if [ "$(ls /tmp/gh | wc -l)" -lt 5 ]; then echo "bundles so far: $(ls /tmp/gh)"; exit 0; fi
+if [ "$(ls /tmp/gh | wc -l)" -lt "${BUNDLES:-5}" ]; then echo "bundles so far: $(ls /tmp/gh)"; exit 0; fi
 [ -e /tmp/site/.installed ] || { /tmp/gh/bundle1/offline-install /tmp/gh /tmp/site >/tmp/install.log 2>&1 && touch /tmp/site/.installed; } || { tail /tmp/install.log; exit 1; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
 python3 - <<'PY'

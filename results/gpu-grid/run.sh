@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU run of issue 5 on a `device` machine, in steps that resume: every call runs
 #   bash results/gpu-grid/run.sh BUDGET_S [BUNDLE]
-# (env: PROFILE, BATCHES, LEVELS, CLOCK_EVERY, SKIP_LEARNING=1 to leave learning to `hase
+# (env: PROFILE, BATCHES, LEVELS, CLOCK_EVERY, BUNDLES (how many wheel bundles the wheelhouse has, 5),
+# SKIP_LEARNING=1 to leave learning to `hase
 # evaluate-tables` on the exported tables) which copies the carried wheel bundle, installs once all five are there, then runs the next
 # steps not yet done (analysis per batch size, benchmarks per stress level x batch size, learning,
 # CUPTI, export) until BUDGET_S seconds have passed. Results land in $OUT.
@@ -16,7 +17,7 @@ mkdir -p /tmp/gh $steps
 export PY=${PY:-python3}
 if [ "$PY" = python3 ]; then
   [ -n "$bundle" ] && cp -r ".gpuhost/$bundle" /tmp/gh/
-  if [ "$(ls /tmp/gh | wc -l)" -lt 5 ]; then echo "bundles so far: $(ls /tmp/gh)"; exit 0; fi
+  if [ "$(ls /tmp/gh | wc -l)" -lt "${BUNDLES:-5}" ]; then echo "bundles so far: $(ls /tmp/gh)"; exit 0; fi
   [ -e /tmp/site/.installed ] || { /tmp/gh/bundle1/offline-install /tmp/gh /tmp/site >/tmp/install.log 2>&1 && touch /tmp/site/.installed; } || { tail /tmp/install.log; exit 1; }
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 fi
