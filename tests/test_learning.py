@@ -78,7 +78,11 @@ def test_learning_assets_train_predict_and_report(trained: dict) -> None:
     assert (report / "evaluation.png").stat().st_size > 1000
     assert "held_out_architecture" in (report / "evaluation.md").read_text()
     cases = store.query("SELECT * FROM evaluation_cases")
-    assert len(cases) == 2 * 2 * 2 + 2
+    # 2 training architectures (each its own family) x 2 levels x 3 settings, and 2 never-seen cases.
+    assert len(cases) == 2 * 2 * 3 + 2
+    by_family = cases[cases["setting"] == "held_out_family"]
+    assert set(by_family["family"]) == {"residual_cnn", "text_transformer"}
+    assert set(cases["size"]) <= {"under_2ms", "2ms_and_more"} and cases["size"].notna().all()
     never_seen = cases[cases["setting"] == "never_seen"]
     assert set(never_seen["architecture"]) == {"squeezenet1_1"} and never_seen["idle_kernel_sum_ms"].notna().all()
     assert set(cases.loc[cases["setting"] != "never_seen", "architecture"]) == {"resnet18", "transformer_encoder"}
