@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-from scipy.optimize import nnls
 
 # Clip log predictions: a linear model can extrapolate wildly.
 LOG_MS_RANGE = (-12.0, 12.0)
@@ -320,6 +319,8 @@ class RooflineResidual:
 
     @staticmethod
     def _relative_nnls(design: np.ndarray, ms: np.ndarray) -> np.ndarray:
+        from scipy.optimize import nnls
+
         scale = np.maximum(np.abs(design).max(axis=0), 1e-12)
         solution, _ = nnls((design / scale) / ms[:, None], np.ones(len(ms)))
         return solution / scale

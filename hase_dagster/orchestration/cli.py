@@ -244,6 +244,28 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_tables(args: argparse.Namespace) -> int:
+    from hase_dagster.core.config import data_dir
+    from hase_dagster.core.paths import DataPaths
+    from hase_dagster.learn.reports import import_tables
+    from hase_dagster.learn.training import train_predictor
+
+    paths = DataPaths(data_dir())
+    if paths.database.exists() and not args.replace:
+        raise HaseError(
+            f"{paths.database} already exists: importing replaces its tables; pass --replace, or point "
+            "HASE_DATA_DIR at another folder"
+        )
+    store = import_tables(args.tables, paths.database)
+    eps = sorted(store.query("SELECT DISTINCT ep FROM kernel_benchmarks")["ep"])
+    if not eps:
+        raise HaseError(f"{args.tables} holds no kernel benchmarks to train on")
+    for ep in eps:
+        folder = train_predictor(store, ep, kind=args.kind).save(paths.predictor(ep))
+        print(f"{ep}: predictor trained on {args.tables} and saved to {folder}")
+    return 0
+
+
 def cmd_merge_tables(args: argparse.Namespace) -> int:
     from hase_dagster.learn.reports import merge_exports
 
@@ -269,6 +291,8 @@ def _positive_int(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from hase_dagster.learn.estimators import KINDS as REGRESSOR_KINDS
+
     parser = argparse.ArgumentParser(prog="hase", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -364,6 +388,18 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("--ep", choices=["cpu", "cuda"], required=True)
     tables.add_argument("--out", type=Path, required=True)
     tables.set_defaults(handler=cmd_evaluate_tables)
+
+    importer = commands.add_parser(
+        "import-tables",
+        help="fill the data directory's warehouse from exported tables (e.g. a GPU run's) and train its predictors, "
+        "so `hase predict` answers from them",
+    )
+    importer.add_argument("tables", type=Path, help="folder of Parquet files written by `hase report --export`")
+    importer.add_argument(
+        "--kind", choices=list(REGRESSOR_KINDS), default=None, help="regressor kind (default: compare all)"
+    )
+    importer.add_argument("--replace", action="store_true", help="replace the tables of an existing warehouse")
+    importer.set_defaults(handler=cmd_import_tables)
 
     merge = commands.add_parser(
         "merge-tables",
