@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The GPU run of issue 5 on a `device` machine, in steps that resume: every call runs
+# The GPU runs (issues 5 and 11) on a `device` machine, in steps that resume: every call runs
 #   bash results/gpu-grid/run.sh BUDGET_S [BUNDLE]
-# (env: PROFILE, BATCHES, LEVELS, CLOCK_EVERY, BUNDLES (how many wheel bundles the wheelhouse has, 5),
-# SKIP_LEARNING=1 to leave learning to `hase
-# evaluate-tables` on the exported tables) which copies the carried wheel bundle, installs once all five are there, then runs the next
+# which copies the carried wheel bundle, installs once all bundles are there, then runs the next
 # steps not yet done (analysis per batch size, benchmarks per stress level x batch size, learning,
 # CUPTI, export) until BUDGET_S seconds have passed. Results land in $OUT.
+# Settings (environment): PROFILE (gpu), BATCHES ("16 64 128"), LEVELS ("0.0 0.5 1.0"), CLOCK_EVERY
+# (8: every Nth kernel checked against CUPTI, gpu profile only), BUNDLES (5: how many wheel bundles
+# the wheelhouse has), SKIP_LEARNING=1 (leave learning to `hase evaluate-tables` on the exports).
 set -uo pipefail
 budget=${1:?budget in seconds}
 bundle=${2:-}
