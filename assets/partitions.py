@@ -1,5 +1,8 @@
 """Partitions shared by the asset graph."""
 
+import os
+from collections.abc import Mapping
+
 import dagster as dg
 
 from hase_dagster.core.errors import HaseError
@@ -19,13 +22,28 @@ def batch_size_of(context: dg.AssetExecutionContext) -> int:
     return _batch_size(context.partition_key)
 
 
-def _stress_levels() -> list[str]:
+def stress_level_keys(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The stress-level partition keys: ``HASE_STRESS_LEVELS`` (comma-separated levels in [0, 1]) when
+    set, else the config's ``stress_levels`` (HASE_CONFIG or the repository's ``hase.yaml``).
+
+    Dagster reads partitions when the code location loads, so this runs at import; the variable lets
+    a test or a deployment set them without any config file.
+    """
     from hase_dagster.core.config import load_config, stress_level_key
 
-    return [stress_level_key(level) for level in load_config().stress_levels]
+    given = environ.get("HASE_STRESS_LEVELS", "").strip()
+    if not given:
+        return [stress_level_key(level) for level in load_config(environ.get("HASE_CONFIG") or None).stress_levels]
+    try:
+        levels = [float(part) for part in given.split(",")]
+    except ValueError as exc:
+        raise HaseError(f"HASE_STRESS_LEVELS must be comma-separated numbers, got {given!r}") from exc
+    if not all(0.0 <= level <= 1.0 for level in levels):
+        raise HaseError(f"HASE_STRESS_LEVELS must lie in [0, 1], got {given!r}")
+    return [stress_level_key(level) for level in levels]
 
 
-stress_level_partitions = dg.StaticPartitionsDefinition(_stress_levels())
+stress_level_partitions = dg.StaticPartitionsDefinition(stress_level_keys())
 measurement_partitions = dg.MultiPartitionsDefinition(
     {"stress_level": stress_level_partitions, "batch_size": batch_size_partitions}
 )

@@ -1,10 +1,11 @@
+import os
 from pathlib import Path
 
 import pytest
 import yaml
 
 from hase_dagster.core.config import load_config
-from hase_dagster.core.errors import ConfigError
+from hase_dagster.core.errors import ConfigError, HaseError
 from hase_dagster.core.profiles import select_profile
 
 
@@ -64,3 +65,23 @@ def test_device_clock_needs_a_cuda_profile(tmp_path: Path, test_config: Path) ->
 def test_missing_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not found"):
         load_config(tmp_path / "absent.yaml")
+
+
+def test_stress_level_partitions_need_no_config_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HASE_STRESS_LEVELS": "0.0,0.25", "HASE_CONFIG": str(tmp_path / "no-such.yaml")}
+    script = "from assets.partitions import stress_level_partitions as p; print(','.join(p.get_partition_keys()))"
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "0.00,0.25"
+
+
+def test_stress_levels_from_the_environment_are_validated() -> None:
+    from assets.partitions import stress_level_keys
+
+    assert stress_level_keys({"HASE_STRESS_LEVELS": "1, 0.5"}) == ["1.00", "0.50"]
+    with pytest.raises(HaseError, match=r"\[0, 1\]"):
+        stress_level_keys({"HASE_STRESS_LEVELS": "1.5"})
+    with pytest.raises(HaseError, match="comma-separated numbers"):
+        stress_level_keys({"HASE_STRESS_LEVELS": "idle"})
