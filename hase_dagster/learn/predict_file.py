@@ -1,8 +1,8 @@
-"""Predict and evaluate any ONNX file (not only zoo models): ``hase predict`` and ``hase evaluate``."""
+"""Loads, batch sizes and measurement of any ONNX file (not only zoo models): what ``hase predict``
+(through ``learn.sweep``) and ``hase evaluate`` share."""
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -12,8 +12,8 @@ import onnx
 from hase_dagster.analysis.analyze import analyze_model
 from hase_dagster.core.config import Profile
 from hase_dagster.core.errors import HaseError
-from hase_dagster.core.ort_runtime import EpName, load_onnx
-from hase_dagster.learn.predict import ModelPrediction, predict_model
+from hase_dagster.core.ort_runtime import load_onnx
+from hase_dagster.learn.predict import predict_model
 from hase_dagster.learn.regressor import mape, within
 from hase_dagster.learn.training import Predictor, load_at_level, predictor_path
 from hase_dagster.measure.prometheus import PrometheusClient
@@ -61,21 +61,6 @@ def with_batch_size(source: Path, batch_size: int, out_dir: Path) -> Path:
     fixed = out_dir / f"{source.stem}_b{batch_size}.onnx"
     onnx.save(model, str(fixed))
     return fixed
-
-
-def predict_file(
-    path: str | os.PathLike[str], batch_size: int, ep: EpName, load_spec: str, data_root: Path, prometheus_url: str
-) -> ModelPrediction:
-    """Analyse ``path`` with the catalog's code, then predict it under the load ``load_spec``."""
-    predictor = Predictor.load(predictor_path(data_root, ep))
-    store = Warehouse(data_root / "hase.duckdb")
-    load, source = resolve_load(load_spec, store, ep, predictor.regressor.load_fields, prometheus_url)
-    with tempfile.TemporaryDirectory() as tmp:
-        model_path = with_batch_size(Path(path), batch_size, Path(tmp))
-        analysis = analyze_model(model_path, ep, Path(tmp) / "optimized.onnx")
-    return predict_model(
-        Path(path).name, analysis.kernels, predictor.regressor, predictor.composition, load, source, batch_size
-    )
 
 
 def evaluate_files(paths: list[Path], profile: Profile, stress_levels: list[float], data_root: Path) -> dict[str, Any]:

@@ -168,15 +168,29 @@ def cmd_cupti(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from hase_dagster.core.config import data_dir, load_config
-    from hase_dagster.learn.predict_file import predict_file
+    from hase_dagster.learn.sweep import predict_sweep
 
     config = load_config()
-    prediction = predict_file(args.model, args.batch_size, args.ep, args.load, data_dir(), config.prometheus_url)
+    loads = [spec.strip() for spec in args.load.split(",") if spec.strip()]
+    predictions = predict_sweep(args.model, args.batch_size, loads, args.ep, data_dir(), config.prometheus_url)
     if args.json:
-        _print_json(prediction.to_dict())
+        # One question keeps the single-prediction object; several give them in a list.
+        if len(predictions) == 1:
+            _print_json(predictions[0].to_dict())
+        else:
+            _print_json({"predictions": [p.to_dict() for p in predictions]})
         return 0
+    for prediction in predictions:
+        _print_prediction(prediction, args.top)
+    return 0
+
+
+def _print_prediction(prediction: Any, top: int) -> None:
     coverage = prediction.coverage
-    print(f"{args.model} batch {args.batch_size} on {prediction.ep}, load {prediction.load_source}: {prediction.load}")
+    print(
+        f"{prediction.model} batch {prediction.batch_size} on {prediction.ep}, load {prediction.load_source}: "
+        f"{prediction.load}"
+    )
     print(
         f"  predicted {prediction.predicted_ms:.3f} ms (p90 {prediction.p90_ms:.3f} ms), "
         f"critical path {prediction.critical_path_ms:.3f} ms, plain kernel sum {prediction.sequential_sum_ms:.3f} ms"
@@ -185,12 +199,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
         f"  coverage: {coverage['covered']}/{coverage['kernels']} kernels have a trained family"
         + (f"; FALLBACK for {coverage['fallback']}: {coverage['fallback_families']}" if coverage["fallback"] else "")
     )
-    for kernel in sorted(prediction.kernels, key=lambda k: -k.mean_ms)[: args.top]:
+    for kernel in sorted(prediction.kernels, key=lambda k: -k.mean_ms)[:top]:
         mark = "  [fallback]" if kernel.fallback else ""
         print(f"    {kernel.order:>4} {kernel.family[:40]:<40} {kernel.mean_ms:9.4f} ms{mark}")
     for warning in prediction.warnings:
         print(f"  warning: {warning}")
-    return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -280,6 +293,10 @@ def cmd_exporter(args: argparse.Namespace) -> int:
     return exporter_main(args.exporter_args)
 
 
+def _positive_int_list(text: str) -> list[int]:
+    return [_positive_int(part.strip()) for part in text.split(",")]
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -363,12 +380,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cupti.set_defaults(handler=cmd_cupti)
 
-    predict = commands.add_parser("predict", help="predict the latency of any ONNX model under a load")
-    predict.add_argument("model", type=Path)
-    predict.add_argument("--batch-size", type=_positive_int, required=True)
+    predict = commands.add_parser(
+        "predict", help="predict the latency of ONNX models (files or folders) at batch sizes under loads"
+    )
+    predict.add_argument("model", type=Path, nargs="+", help="ONNX files, or folders of them")
+    predict.add_argument(
+        "--batch-size", type=_positive_int_list, required=True, help="one or several, comma-separated: 1,4,16"
+    )
     predict.add_argument("--ep", choices=["cpu", "cuda"], default="cpu")
     predict.add_argument(
-        "--load", default="prometheus", help="prometheus (now), idle, or level=X (a benchmarked stress level)"
+        "--load",
+        default="prometheus",
+        help="prometheus (now), idle, or level=X (a benchmarked stress level); several comma-separated",
     )
     predict.add_argument("--top", type=int, default=10, help="kernels to list in the breakdown")
     predict.add_argument("--json", action="store_true")

@@ -1,0 +1,124 @@
+"""Many questions in one call: models x batch sizes x loads, each model analysed once per batch size.
+
+The analysis of a model (optimize, profile, fingerprint fusions) costs far more than predicting it, so
+its kernel list is cached on disk, keyed by the file's bytes, the batch size, the EP and the ORT
+version: a sweep, a NAS loop or a planner that asks again about the same graph pays only the
+regressor and the composition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnxruntime as ort
+
+from hase_dagster.analysis.analyze import analyze_model
+from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
+from hase_dagster.core.config import EpName
+from hase_dagster.core.errors import HaseError
+from hase_dagster.core.paths import DataPaths
+from hase_dagster.learn.predict import ModelPrediction, predict_model
+from hase_dagster.learn.predict_file import resolve_load, with_batch_size
+from hase_dagster.learn.training import Predictor
+from warehouse.store import Warehouse
+
+# Bumped when the cached kernel list's meaning changes (catalog or fusion naming).
+ANALYSIS_CACHE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class AnalysisCache:
+    """Kernel lists of analysed models in one folder (JSON files named by their key)."""
+
+    folder: Path
+
+    @staticmethod
+    def key(model_bytes: bytes, batch_size: int, ep: str) -> str:
+        digest = hashlib.sha256(model_bytes)
+        digest.update(f"|{batch_size}|{ep}|{ort.__version__}|{ANALYSIS_CACHE_VERSION}".encode())
+        return digest.hexdigest()[:32]
+
+    def kernels(self, path: Path, batch_size: int, ep: EpName) -> tuple[list[Kernel], bool]:
+        """The kernels ORT runs for ``path`` at ``batch_size`` on ``ep``, and whether they came from
+        the cache (an analysis runs and is stored otherwise)."""
+        key = self.key(path.read_bytes(), batch_size, ep)
+        entry = self.folder / f"{key}.json"
+        if entry.exists():
+            try:
+                data = json.loads(entry.read_text())
+                return [kernel_from_dict(data["variant_id"], ep, k) for k in data["kernels"]], True
+            except (ValueError, KeyError, TypeError):
+                entry.unlink(missing_ok=True)  # a damaged entry is analysed again
+        with tempfile.TemporaryDirectory() as tmp:
+            model_path = with_batch_size(path, batch_size, Path(tmp))
+            analysis = analyze_model(model_path, ep, Path(tmp) / "optimized.onnx", variant_id=path.stem)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        partial = entry.with_suffix(".partial")
+        partial.write_text(json.dumps({"variant_id": path.stem, "kernels": [k.to_dict() for k in analysis.kernels]}))
+        partial.replace(entry)
+        return analysis.kernels, False
+
+
+def model_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Each path that is a file, and every ``*.onnx`` directly in each path that is a folder."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(path.glob("*.onnx"))
+            if not found:
+                raise HaseError(f"{path} holds no .onnx file")
+            out += found
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise HaseError(f"no such ONNX file or folder: {path}")
+    return out
+
+
+def predict_sweep(
+    paths: Iterable[str | os.PathLike[str]],
+    batch_sizes: list[int],
+    load_specs: list[str],
+    ep: EpName,
+    data_root: Path,
+    prometheus_url: str,
+) -> list[ModelPrediction]:
+    """Predict every model (files, or folders of them) at every batch size under every load.
+
+    Args:
+        paths: ONNX files or folders holding them.
+        batch_sizes: batch sizes to predict (a model with a fixed batch must match each one).
+        load_specs: ``idle``, ``level=X`` or ``prometheus``, each resolved once.
+        ep: the execution provider whose trained predictor answers.
+        data_root: the data directory with the warehouse and the predictor.
+        prometheus_url: where ``prometheus`` loads are read.
+
+    Returns:
+        One prediction per (model, batch size, load), in that order.
+    """
+    if not batch_sizes or any(b <= 0 for b in batch_sizes):
+        raise HaseError(f"batch sizes must be positive integers, got {batch_sizes}")
+    if not load_specs:
+        raise HaseError("no load to predict under")
+    files = model_files(paths)
+    layout = DataPaths(data_root)
+    predictor = Predictor.load(layout.predictor(ep))
+    store = Warehouse(layout.database)
+    loads = [resolve_load(spec, store, ep, predictor.regressor.load_fields, prometheus_url) for spec in load_specs]
+    cache = AnalysisCache(layout.root / "analysis_cache" / ep)
+    predictions = []
+    for path in files:
+        for batch in batch_sizes:
+            kernels, _ = cache.kernels(path, batch, ep)
+            for load, source in loads:
+                predictions.append(
+                    predict_model(path.name, kernels, predictor.regressor, predictor.composition, load, source, batch)
+                )
+    return predictions
