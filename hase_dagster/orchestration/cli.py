@@ -89,7 +89,16 @@ def cmd_materialize(args: argparse.Namespace) -> int:
             for check in line["failed_checks"]:
                 print(f"{'':<12} failed asset check {check}")
         print(f"profile {summary['profile']}: materialized in {summary['seconds']} s")
-    return 0 if all(r["status"] == "SUCCESS" for r in summary["runs"]) else 1
+    failed = [r for r in summary["runs"] if r["status"] != "SUCCESS"]
+    if failed:
+        first = failed[0]
+        print(
+            f"hase: error: {len(failed)} run(s) failed; first: {first['stage']} {first['partition']}: "
+            f"{first.get('error', 'failed')} (run {first['run_id']})",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
 
 
 def cmd_add_batch_size(args: argparse.Namespace) -> int:

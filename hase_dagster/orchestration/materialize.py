@@ -10,7 +10,8 @@ from typing import Any
 
 import dagster as dg
 
-from hase_dagster.core.config import load_config
+from hase_dagster.core.config import HaseConfig, Profile, data_dir, load_config
+from hase_dagster.core.errors import HaseError
 from hase_dagster.core.profiles import select_profile
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -80,6 +81,52 @@ def run_job(
     )
 
 
+def preflight(config: HaseConfig, profile: Profile, stress_levels: list[float] | None, data_root: Path) -> None:
+    """Refuse, in a second and before any run, what would fail minutes into one: a CUDA profile where
+    CUDA does not run, zoo models torchvision does not have, stress levels that are not partitions,
+    and a data directory that cannot be written.
+
+    Raises:
+        HaseError: naming the problem.
+    """
+    from hase_dagster.core.config import stress_level_key
+    from hase_dagster.core.ort_runtime import cuda_is_usable
+
+    if profile.device == "cuda" and not cuda_is_usable():
+        raise HaseError(
+            f"profile {profile.name!r} measures on CUDA, which does not run on this machine (no GPU, driver or "
+            "CUDA libraries): use the cpu profile"
+        )
+    import torchvision
+
+    known = set(torchvision.models.list_models(module=torchvision.models))
+    unknown = [m.name for m in profile.models if m.kind == "torchvision" and m.name not in known]
+    if unknown:
+        raise HaseError(f"profile {profile.name!r} names models torchvision does not have: {', '.join(unknown)}")
+    partitions = {stress_level_key(level) for level in config.stress_levels}
+    off = [level for level in stress_levels or [] if stress_level_key(level) not in partitions]
+    if off:
+        raise HaseError(f"stress levels {off} are not partitions; the config's are {config.stress_levels}")
+    try:
+        data_root.mkdir(parents=True, exist_ok=True)
+        probe = data_root / ".hase-write-probe"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise HaseError(f"the data directory {data_root} cannot be written: {exc.strerror or exc}") from exc
+
+
+def first_failure(result: dg.ExecuteInProcessResult) -> str:
+    """The first line of the first failed step's error (the run's log holds the rest)."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            error = event.step_failure_data.error
+            cause = error.cause or error
+            message = (cause.message or error.message or "").strip().splitlines()
+            return f"{event.step_key}: {message[-1] if message else 'failed'}"
+    return "the run failed"
+
+
 def materialize_all(
     profile_name: str | None = None,
     batch_sizes: list[int] | None = None,
@@ -97,6 +144,7 @@ def materialize_all(
 
     config = load_config()
     profile = select_profile(config, profile_name)
+    preflight(config, profile, stress_levels, data_dir())
     instance = instance or project_instance()
     batches = batch_sizes or profile.batch_sizes
     add_batch_sizes(batches, instance)
@@ -113,6 +161,7 @@ def materialize_all(
                 "status": "SUCCESS" if result.success else "FAILURE",
                 "run_id": result.run_id,
                 "failed_checks": failed_checks,
+                **({} if result.success else {"error": first_failure(result)}),
             }
         )
         return result.success
