@@ -135,7 +135,7 @@ MEAN_TERMS: tuple[Term, ...] = (
 )
 P90_TERMS: tuple[Term, ...] = (*MEAN_TERMS, Term("p90_kernels", 0.0, _INF, 0.0, "the kernels' p90 sum"))
 # Host dispatch times tried for the launch-bound term (ms per kernel); 0 switches it off.
-DISPATCH_CANDIDATES_MS = (0.0, 0.004, 0.008, 0.016, 0.032)
+DISPATCH_CANDIDATES_MS = (0.0, 0.002, 0.004, 0.006, 0.008, 0.010, 0.012, 0.016, 0.020, 0.024, 0.032)
 # Pull toward each term's prior, in units of squared relative error per (column-scaled) term.
 RIDGE = 1e-6
 
