@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
 
+from hase_dagster.core.processes import die_with_parent
+
 Item = TypeVar("Item")
 Result = TypeVar("Result")
 
@@ -25,5 +27,6 @@ def map_variants(function: Callable[[Item], Result], items: Sequence[Item], work
     if workers <= 1 or len(items) <= 1:
         return [function(item) for item in items]
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(workers, len(items)), mp_context=context) as pool:
+    # Workers die with this process: a killed `hase materialize` leaves no analysis running.
+    with ProcessPoolExecutor(min(workers, len(items)), mp_context=context, initializer=die_with_parent) as pool:
         return list(pool.map(function, items))

@@ -11,7 +11,6 @@ Run directly: ``python -m hase_dagster.measure.stressor --device cpu --intensity
 from __future__ import annotations
 
 import argparse
-import ctypes
 import multiprocessing
 import os
 import signal
@@ -21,17 +20,9 @@ import time
 from collections.abc import Callable
 
 from hase_dagster.core.errors import HaseError
+from hase_dagster.core.processes import die_with_parent
 
 PERIOD_S = 0.02
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """Have the kernel send SIGTERM to this process when its parent exits (Linux)."""
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-    except OSError:  # not Linux: the process group kill in Stressor.stop still applies
-        pass
 
 
 def _duty_cycle(intensity: float, busy: Callable[[float], None], until: float) -> None:
@@ -75,10 +66,13 @@ def stress_cpu(intensity: float, duration: float, ready: Callable[[], None]) -> 
 
 def stress_gpu(intensity: float, duration: float, ready: Callable[[], None], size: int = 4096) -> None:
     """Matrix products on GPU 0, busy ``intensity`` of each period."""
-    import torch
+    try:
+        import torch
+    except ImportError:
+        raise HaseError("CUDA is not available here: the GPU stressor needs torch, which is not installed") from None
 
     if not torch.cuda.is_available():
-        raise HaseError("the GPU stressor needs a CUDA GPU, and torch sees none")
+        raise HaseError("CUDA is not available here: the GPU stressor needs a CUDA GPU, and torch sees none")
     a = torch.randn(size, size, device="cuda", dtype=torch.float16)
     b = torch.randn(size, size, device="cuda", dtype=torch.float16)
     torch.cuda.synchronize()
@@ -103,19 +97,31 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not 0.0 <= args.intensity <= 1.0:
         parser.error(f"--intensity must be in [0, 1], got {args.intensity}")
+    if not 0.0 < args.duration < float("inf"):
+        parser.error(f"--duration must be a positive number of seconds, got {args.duration}")
+    # SIGTERM ends this process and its workers at once, by the kernel's default action: nothing here
+    # needs cleaning up. A Python handler would only run between bytecodes, and a worker forked a
+    # moment earlier loses a SIGTERM that lands before its interpreter has finished starting, so
+    # Stressor.stop waited 5 s for its SIGKILL. Set explicitly: SIG_IGN is inherited across exec,
+    # and the workers inherit this disposition through fork.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     die_with_parent()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
 
     def ready() -> None:
         print("ready", flush=True)
 
-    if args.intensity == 0.0:
-        ready()
-        time.sleep(args.duration)
-    elif args.device == "cuda":
-        stress_gpu(args.intensity, args.duration, ready)
-    else:
-        stress_cpu(args.intensity, args.duration, ready)
+    try:
+        if args.intensity == 0.0:
+            ready()
+            time.sleep(args.duration)
+        elif args.device == "cuda":
+            stress_gpu(args.intensity, args.duration, ready)
+        else:
+            stress_cpu(args.intensity, args.duration, ready)
+    except (HaseError, ImportError) as exc:
+        # One line, the last one the parent reports (Stressor.start): no traceback.
+        print(f"stressor: error: {exc}", file=sys.stderr, flush=True)
+        return 2
     return 0
 
 
@@ -160,20 +166,35 @@ class Stressor:
             preexec_fn=die_with_parent,
         )
         line = self._readline(self.startup_timeout_s)
-        if line.strip() != "ready":
-            error = self.process.stderr.read() if self.process.poll() is not None and self.process.stderr else ""
+        if line is None or line.strip() != "ready":
+            reason = self._failure(line)
             self.stop()
-            raise HaseError(f"stressor on {self.device} did not start: {error.strip() or line.strip() or 'timeout'}")
+            raise HaseError(f"stressor on {self.device} did not start: {reason}")
 
-    def _readline(self, timeout_s: float) -> str:
+    def _readline(self, timeout_s: float) -> str | None:
+        """The next line of the stressor's stdout; "" at its end (it exited), None after ``timeout_s``."""
         import selectors
 
         assert self.process is not None and self.process.stdout is not None
         with selectors.DefaultSelector() as selector:
             selector.register(self.process.stdout, selectors.EVENT_READ)
             if not selector.select(timeout_s):
-                return ""
+                return None
         return self.process.stdout.readline()
+
+    def _failure(self, line: str | None) -> str:
+        """Why the stressor did not say ready, in one line: the last line of its stderr when it exited."""
+        assert self.process is not None
+        if line is None:
+            return f"it did not say ready within {self.startup_timeout_s:g} s"
+        try:
+            self.process.wait(timeout=5)  # its stdout ended: it is exiting, let it finish writing stderr
+        except subprocess.TimeoutExpired:
+            return f"unexpected output {line.strip()!r}" if line.strip() else "its output ended but it did not exit"
+        stderr = self.process.stderr.read() if self.process.stderr else ""
+        last = next((text.strip() for text in reversed(stderr.splitlines()) if text.strip()), "")
+        last = last.removeprefix("stressor: error: ")
+        return last or line.strip() or f"it exited with status {self.process.returncode}"
 
     def wait_until_steady(
         self, read_load: Callable[[], float], interval_s: float = 0.5, tolerance: float = 10.0, timeout_s: float = 15.0
