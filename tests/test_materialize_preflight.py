@@ -52,3 +52,36 @@ def test_a_data_directory_that_cannot_be_written_is_named(tmp_path: Path) -> Non
     (tmp_path / "data").write_text("a file where the data directory should be")
     line = _one_error_line(_materialize(tmp_path, config=TEST_PROFILE))
     assert "cannot be written" in line
+
+
+def test_sigterm_stops_the_whole_command(tmp_path: Path) -> None:
+    """One SIGTERM ends `hase materialize`: the run in progress stops and no later partition starts."""
+    import selectors
+    import signal
+    import time
+
+    config = tmp_path / "hase.yaml"
+    config.write_text(yaml.safe_dump(TEST_PROFILE))
+    env = {
+        **os.environ,
+        "HASE_CONFIG": str(config),
+        "HASE_DATA_DIR": str(tmp_path / "data"),
+        "DAGSTER_HOME": str(tmp_path / "dagster"),
+    }
+    command = [sys.executable, "-m", "hase_dagster.orchestration.cli", "materialize"]
+    process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stderr, selectors.EVENT_READ)
+    deadline = time.monotonic() + 120
+    seen = ""
+    while "benchmark_job" not in seen and time.monotonic() < deadline and process.poll() is None:
+        if selector.select(timeout=1):
+            seen += process.stderr.readline()
+    assert "benchmark_job" in seen, "the benchmark stage never started"
+    process.send_signal(signal.SIGTERM)
+    stopped = time.monotonic()
+    out, err = process.communicate(timeout=60)
+    assert time.monotonic() - stopped < 30
+    assert process.returncode == 2 and "interrupted" in err and "Traceback" not in err.split("hase: error:")[-1]
+    assert "learning" not in out and "partition 2" not in out

@@ -61,8 +61,13 @@ class Warehouse:
                     connection.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM incoming")
                     connection.unregister("incoming")
                 connection.execute("COMMIT")
-            except Exception:
-                connection.execute("ROLLBACK")
+            except BaseException:
+                # A failed COMMIT (disk full, I/O error) has already ended the transaction, and ROLLBACK
+                # then fails with "no transaction is active": that must not hide the real cause.
+                try:
+                    connection.execute("ROLLBACK")
+                except duckdb.Error:
+                    pass
                 raise
         return len(rows)
 

@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import math
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import onnx
 
 from hase_dagster.analysis.analyze import analyze_model
-from hase_dagster.core.config import Profile
+from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.core.config import EpName, Profile
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.ort_runtime import load_onnx
 from hase_dagster.learn.predict import predict_model
@@ -20,21 +23,36 @@ from hase_dagster.measure.prometheus import PrometheusClient
 from warehouse.store import Warehouse
 
 
+def parse_load_spec(spec: str) -> tuple[str, float | None]:
+    """Check one ``--load`` value without reading anything: ``("idle", None)``, ``("prometheus", None)``
+    or ``("level", X)`` with X a finite number in [0, 1]; a HaseError that names the problem otherwise."""
+    if spec in ("idle", "prometheus"):
+        return spec, None
+    if spec.startswith("level="):
+        text = spec.removeprefix("level=")
+        try:
+            level = float(text)
+        except ValueError:
+            raise HaseError(f"--load {spec!r}: level must be a number in [0, 1], got {text!r}") from None
+        if not math.isfinite(level):
+            raise HaseError(f"--load {spec!r}: level must be a finite number in [0, 1], got {text!r}")
+        if not 0.0 <= level <= 1.0:
+            raise HaseError(f"--load {spec!r}: level {level:g} is out of range [0, 1]")
+        return "level", level
+    raise HaseError(f"--load must be prometheus, idle or level=X, got {spec!r}")
+
+
 def resolve_load(
     spec: str, store: Warehouse, ep: str, load_fields: list[str], prometheus_url: str
 ) -> tuple[dict[str, float], str]:
     """``idle``, ``level=X`` (the background measured at stress X) or ``prometheus`` (now)."""
-    if spec == "idle":
+    kind, level = parse_load_spec(spec)
+    if kind == "idle":
         return load_at_level(store, ep, 0.0), "idle (background of the stress 0.00 benchmarks)"
-    if spec.startswith("level="):
-        try:
-            level = float(spec.removeprefix("level="))
-        except ValueError:
-            raise HaseError(f"--load {spec!r}: level must be a number in [0, 1]") from None
+    if kind == "level":
+        assert level is not None
         return load_at_level(store, ep, level), f"level={level:.2f} (background measured at that stress level)"
-    if spec == "prometheus":
-        return PrometheusClient(url=prometheus_url).current_load(load_fields), f"prometheus at {prometheus_url}"
-    raise HaseError(f"--load must be prometheus, idle or level=X, got {spec!r}")
+    return PrometheusClient(url=prometheus_url).current_load(load_fields), f"prometheus at {prometheus_url}"
 
 
 def batch_size_of(model: onnx.ModelProto) -> int | None:
@@ -63,6 +81,33 @@ def with_batch_size(source: Path, batch_size: int, out_dir: Path) -> Path:
     return fixed
 
 
+@dataclass(frozen=True)
+class PreparedFile:
+    """An ONNX file ready to measure and predict: its batch size, the file to run, its kernels."""
+
+    path: Path
+    batch: int
+    model_path: Path
+    kernels: list[Kernel]
+
+
+def prepare_files(paths: list[Path], ep: EpName, tmp: Path) -> tuple[list[PreparedFile], list[dict[str, Any]]]:
+    """Load and analyse each file; one that cannot be (not ONNX, ORT rejects it) becomes an error case
+    ``{"model": name, "error": why}`` instead of ending the evaluation of the others."""
+    prepared: list[PreparedFile] = []
+    errors: list[dict[str, Any]] = []
+    for path in paths:
+        try:
+            batch = batch_size_of(load_onnx(path)) or 1
+            model_path = with_batch_size(path, batch, tmp)
+            analysis = analyze_model(model_path, ep, tmp / f"{path.stem}.optimized.onnx")
+        except HaseError as exc:
+            errors.append({"model": path.name, "error": str(exc)})
+            continue
+        prepared.append(PreparedFile(path, batch, model_path, analysis.kernels))
+    return prepared, errors
+
+
 def evaluate_files(paths: list[Path], profile: Profile, stress_levels: list[float], data_root: Path) -> dict[str, Any]:
     """Measure each model at each stress level (stressor on, background sampled first) and compare
     with the prediction made from that background: models need not be in the zoo."""
@@ -71,21 +116,18 @@ def evaluate_files(paths: list[Path], profile: Profile, stress_levels: list[floa
 
     ep = profile.execution_provider
     predictor = Predictor.load(predictor_path(data_root, ep))
-    results = []
     with tempfile.TemporaryDirectory() as tmp:
-        prepared = []
-        for path in paths:
-            batch = batch_size_of(load_onnx(path)) or 1
-            model_path = with_batch_size(path, batch, Path(tmp))
-            analysis = analyze_model(model_path, ep, Path(tmp) / f"{path.stem}.optimized.onnx")
-            prepared.append((path, batch, model_path, analysis.kernels))
-        for level in stress_levels:
+        prepared, results = prepare_files(paths, ep, Path(tmp))
+        for level in stress_levels if prepared else []:
             with under_load(profile.device, level, profile.telemetry) as loaded:
-                targets = [BenchmarkTarget(m, {"model": p.name, "batch_size": b}) for p, b, m, _ in prepared]
+                targets = [
+                    BenchmarkTarget(m.model_path, {"model": m.path.name, "batch_size": m.batch}) for m in prepared
+                ]
                 rows = run_benchmarks(
                     targets, ep, loaded.sampler, profile.model_timing, profile.telemetry, profile.ort, level="all"
                 )
-            for (path, batch, _, kernels), row in zip(prepared, rows):
+            for model, row in zip(prepared, rows):
+                path, batch, kernels = model.path, model.batch, model.kernels
                 if row["status"] != "ok":
                     results.append({"model": path.name, "stress_level": level, "error": row["error"]})
                     continue

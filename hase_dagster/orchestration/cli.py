@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hase_dagster.core.errors import HaseError
 
@@ -116,6 +117,8 @@ def cmd_run_kernel(args: argparse.Namespace) -> int:
     from hase_dagster.core.config import OrtOptions, TimingOptions
     from hase_dagster.measure.runner import time_model
 
+    if args.clock == "device":
+        _check_device_clock(args.ep)
     warmup = 0 if args.no_warmup else args.warmup
     config = TimingOptions(
         warmup=warmup, min_loops=args.loops, max_loops=args.loops, min_seconds=0, max_seconds=1e9, clock=args.clock
@@ -131,6 +134,27 @@ def cmd_run_kernel(args: argparse.Namespace) -> int:
         f"(warmup {timing.warmup}); window {timing.start_ns}..{timing.end_ns} ns"
     )
     return 0
+
+
+def _check_device_clock(ep: str) -> None:
+    """The device clock times GPU kernels: refuse it, in one line, where it cannot run."""
+    if ep != "cuda":
+        raise HaseError(
+            f"--clock device times GPU kernels and needs the CUDA EP (--ep cuda), not --ep {ep}; use --clock host"
+        )
+    from hase_dagster.core.ort_runtime import cuda_is_usable
+
+    if not cuda_is_usable():
+        raise HaseError(
+            "--clock device needs the CUDA EP, and CUDAExecutionProvider does not run on this machine; "
+            "use --ep cpu --clock host"
+        )
+    try:
+        import torch
+    except ImportError:
+        raise HaseError("--clock device needs torch, which is not installed; use --clock host") from None
+    if not torch.cuda.is_available():
+        raise HaseError("--clock device needs a CUDA GPU that torch can see, and torch sees none; use --clock host")
 
 
 def cmd_stress(args: argparse.Namespace) -> int:
@@ -153,6 +177,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from warehouse.store import Warehouse
 
     paths = DataPaths(data_dir())
+    if not paths.database.is_file():
+        # Opening a Warehouse creates one: a report must not leave an empty DuckDB file behind.
+        raise HaseError(
+            f"no warehouse at {paths.database}: materialize (`hase materialize`) or import tables "
+            "(`hase import-tables`) first, or point HASE_DATA_DIR at the data directory that has one"
+        )
     store = Warehouse(paths.database)
     if args.export:
         for path in export_tables(store, args.export):
@@ -177,10 +207,13 @@ def cmd_cupti(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from hase_dagster.core.config import data_dir, load_config
+    from hase_dagster.learn.predict_file import parse_load_spec
     from hase_dagster.learn.sweep import predict_sweep
 
-    config = load_config()
     loads = [spec.strip() for spec in args.load.split(",") if spec.strip()]
+    for spec in loads:
+        parse_load_spec(spec)  # refuse a bad --load before loading anything
+    config = load_config()
     predictions = predict_sweep(args.model, args.batch_size, loads, args.ep, data_dir(), config.prometheus_url)
     if args.json:
         # One question keeps the single-prediction object; several give them in a list.
@@ -231,7 +264,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return 0
     for case in report["cases"]:
         if "error" in case:
-            print(f"{case['model']:<40} stress {case['stress_level']:.2f}  ERROR {case['error']}")
+            # A model that could not be loaded or analysed has no stress level: it failed before any.
+            where = f"stress {case['stress_level']:.2f}" if case.get("stress_level") is not None else "not loaded "
+            print(f"{case['model']:<40} {where}  ERROR {case['error']}")
             continue
         print(
             f"{case['model']:<40} stress {case['stress_level']:.2f}  measured {case['measured_mean_ms']:9.3f} ms  "
@@ -243,6 +278,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             f"MAPE {summary['mape_pct']:.1f}%, within +-10%: {summary['within_10_pct']:.0f}% "
             f"of {summary['cases']} cases"
         )
+    if summary["failed"]:
+        print(f"{summary['failed']} case(s) failed (ERROR above)")
     return 0
 
 
@@ -302,6 +339,47 @@ def cmd_exporter(args: argparse.Namespace) -> int:
     return exporter_main(args.exporter_args)
 
 
+class _ArgumentParser(argparse.ArgumentParser):
+    """Bad arguments give the one line of the error contract, ``hase: error: ...``, and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"hase: error: {message} (see `{self.prog} --help`)\n")
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+    return value
+
+
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _positive_seconds(text: str) -> float:
+    value = _finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value:g}")
+    return value
+
+
+def _unit_interval(text: str) -> float:
+    value = _finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value:g}")
+    return value
+
+
 def _positive_int_list(text: str) -> list[int]:
     return [_positive_int(part.strip()) for part in text.split(",")]
 
@@ -319,7 +397,7 @@ def _positive_int(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from hase_dagster.learn.estimators import KINDS as REGRESSOR_KINDS
 
-    parser = argparse.ArgumentParser(prog="hase", description=__doc__)
+    parser = _ArgumentParser(prog="hase", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
 
     analyze = commands.add_parser("analyze", help="print the kernels ORT runs for an ONNX model")
@@ -345,7 +423,7 @@ def build_parser() -> argparse.ArgumentParser:
     run_kernel.add_argument("--model", type=Path, required=True)
     run_kernel.add_argument("--ep", choices=["cpu", "cuda"], default="cpu")
     warm = run_kernel.add_mutually_exclusive_group()
-    warm.add_argument("--warmup", type=int, default=10)
+    warm.add_argument("--warmup", type=_non_negative_int, default=10, help="untimed runs first (>= 0)")
     warm.add_argument("--no-warmup", action="store_true")
     run_kernel.add_argument("--loops", type=_positive_int, default=100)
     run_kernel.add_argument("--threads", type=_positive_int, default=1, help="ORT intra-op threads on the CPU")
@@ -366,9 +444,9 @@ def build_parser() -> argparse.ArgumentParser:
     run_kernel.set_defaults(handler=cmd_run_kernel)
 
     stress = commands.add_parser("stress", help="load the accelerator at an intensity in [0, 1]")
-    stress.add_argument("--intensity", type=float, required=True)
+    stress.add_argument("--intensity", type=_unit_interval, required=True, help="fraction of time busy, in [0, 1]")
     stress.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    stress.add_argument("--duration", type=float, default=60.0)
+    stress.add_argument("--duration", type=_positive_seconds, default=60.0, help="seconds (> 0)")
     stress.set_defaults(handler=cmd_stress)
 
     report = commands.add_parser("report", help="latency vs stress from the warehouse (markdown)")
@@ -402,14 +480,16 @@ def build_parser() -> argparse.ArgumentParser:
         default="prometheus",
         help="prometheus (now), idle, or level=X (a benchmarked stress level); several comma-separated",
     )
-    predict.add_argument("--top", type=int, default=10, help="kernels to list in the breakdown")
+    predict.add_argument("--top", type=_non_negative_int, default=10, help="kernels to list in the breakdown (0: none)")
     predict.add_argument("--json", action="store_true")
     predict.set_defaults(handler=cmd_predict)
 
     evaluate = commands.add_parser("evaluate", help="measure and predict ONNX models at every stress level")
     evaluate.add_argument("path", type=Path, help="an ONNX file or a directory of them")
     evaluate.add_argument("--profile", default=None)
-    evaluate.add_argument("--stress-level", type=float, action="append", help="only these levels (default: config)")
+    evaluate.add_argument(
+        "--stress-level", type=_unit_interval, action="append", help="only these levels (default: config)"
+    )
     evaluate.add_argument("--json", action="store_true")
     evaluate.set_defaults(handler=cmd_evaluate)
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -116,6 +119,15 @@ def preflight(config: HaseConfig, profile: Profile, stress_levels: list[float] |
         raise HaseError(f"the data directory {data_root} cannot be written: {exc.strerror or exc}") from exc
 
 
+def was_interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    """Whether a signal stopped the run (Dagster catches it inside the step and fails the step)."""
+    for event in result.all_events:
+        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
+            if event.step_failure_data.error.cls_name in ("DagsterExecutionInterruptedError", "KeyboardInterrupt"):
+                return True
+    return False
+
+
 def first_failure(result: dg.ExecuteInProcessResult) -> str:
     """The first line of the first failed step's error (the run's log holds the rest)."""
     for event in result.all_events:
@@ -125,6 +137,24 @@ def first_failure(result: dg.ExecuteInProcessResult) -> str:
             message = (cause.message or error.message or "").strip().splitlines()
             return f"{event.step_key}: {message[-1] if message else 'failed'}"
     return "the run failed"
+
+
+@contextmanager
+def stop_on_signal() -> Iterator[list[str]]:
+    """SIGINT and SIGTERM interrupt the run in progress (as Ctrl-C does) and are recorded in the
+    yielded list, so the caller starts nothing after it."""
+    received: list[str] = []
+
+    def interrupt(signum: int, frame: object) -> None:
+        received.append(signal.Signals(signum).name)
+        raise KeyboardInterrupt
+
+    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield received
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def materialize_all(
@@ -166,19 +196,32 @@ def materialize_all(
         )
         return result.success
 
-    for batch in batches:
-        if "analysis" in stages:
-            result = run_job(defs.resolve_job_def("analysis_job"), str(batch), instance, resources, profile.name)
-            if not record("analysis", str(batch), result):
-                continue
-        if "benchmark" in stages:
-            for level in stress_levels or config.stress_levels:
-                key = dg.MultiPartitionKey({"stress_level": stress_level_key(level), "batch_size": str(batch)})
-                record(
-                    "benchmark",
-                    str(key),
-                    run_job(defs.resolve_job_def("benchmark_job"), key, instance, resources, profile.name),
-                )
-    if "learning" in stages and all(r["status"] == "SUCCESS" for r in runs):
-        record("learning", "-", run_job(defs.resolve_job_def("learning_job"), None, instance, resources, profile.name))
+    def stop_if(received: list[str], result: dg.ExecuteInProcessResult | None = None) -> None:
+        if result is not None and not received and was_interrupted(result):
+            received.append("a signal")
+        if received:
+            done = ", ".join(f"{r['stage']} {r['partition']}" for r in runs) or "nothing"
+            raise HaseError(f"interrupted by {received[0]}: stopped after {done}; no later partition was started")
+
+    with stop_on_signal() as received:
+        try:
+            for batch in batches:
+                if "analysis" in stages:
+                    job = defs.resolve_job_def("analysis_job")
+                    result = run_job(job, str(batch), instance, resources, profile.name)
+                    stop_if(received, result)
+                    if not record("analysis", str(batch), result):
+                        continue
+                if "benchmark" in stages:
+                    for level in stress_levels or config.stress_levels:
+                        key = dg.MultiPartitionKey({"stress_level": stress_level_key(level), "batch_size": str(batch)})
+                        result = run_job(defs.resolve_job_def("benchmark_job"), key, instance, resources, profile.name)
+                        stop_if(received, result)
+                        record("benchmark", str(key), result)
+            if "learning" in stages and all(r["status"] == "SUCCESS" for r in runs):
+                result = run_job(defs.resolve_job_def("learning_job"), None, instance, resources, profile.name)
+                stop_if(received, result)
+                record("learning", "-", result)
+        except KeyboardInterrupt:  # a signal outside a run (between runs, or while one starts)
+            stop_if(received or ["SIGINT"])
     return {"profile": profile.name, "runs": runs}
