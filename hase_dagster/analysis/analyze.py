@@ -17,6 +17,7 @@ from hase_dagster.analysis.fusion import FusionMap, map_fusions
 from hase_dagster.analysis.fusion_reuse import batch_one_twin, map_fusions_reusing
 from hase_dagster.analysis.graph import OptimizedGraph, optimize_and_profile
 from hase_dagster.analysis.kernel_models import write_kernel_model
+from hase_dagster.analysis.memory import check_fits_in_memory
 from hase_dagster.analysis.model_dag import build_dag
 from hase_dagster.analysis.zoo import ModelVariant
 from hase_dagster.core.config import OrtOptions
@@ -48,7 +49,7 @@ def analyze_model(
     """Optimize ``source`` for ``ep``, map every optimized node to the original ops it absorbed,
     and describe the kernels and their DAG."""
     source = Path(source)
-    load_onnx(source)
+    check_fits_in_memory(load_onnx(source), source.name)
     variant_id = variant_id or source.stem
     optimized = optimize_and_profile(source, optimized_path, ep, options)
     fusion = map_fusions(source, optimized, options)

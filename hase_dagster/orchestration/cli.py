@@ -12,6 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from pydantic import ValidationError
+
 from hase_dagster.core.errors import HaseError
 
 JSON_SCHEMA_VERSION = 1
@@ -539,8 +541,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except HaseError as exc:
-        print(f"hase: error: {exc}", file=sys.stderr)
+        print(f"hase: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
+    except ValidationError as exc:  # an option value the parser let through but a config model refuses
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or exc.title}: {e['msg']}" for e in exc.errors())
+        print(f"hase: error: invalid options for {exc.title}: {_one_line(problems)}", file=sys.stderr)
+        return 2
+
+
+def _one_line(message: str) -> str:
+    """The error contract prints one line: a message of several (e.g. from ONNX Runtime) is joined."""
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
 
 
 if __name__ == "__main__":
