@@ -1,22 +1,27 @@
-"""Carry every batch size end to end: analysis first, then every stress level's benchmarks."""
+"""Carry every batch size end to end: analysis first, then every stress level's benchmarks, then the
+learning job once, so the regressor, predictions and evaluation cover the new batch size."""
 
 import dagster as dg
 
-from assets.jobs import analysis_job, benchmark_job
+from assets.jobs import analysis_job, benchmark_job, learning_job
 from assets.partitions import batch_size_partitions, stress_level_partitions
 
 # The last asset of each job: when it has the partition, the job is done for it.
 ANALYSED = dg.AssetKey("model_dags")
 MEASURED = dg.AssetKey("model_benchmarks")
+LEARNED = dg.AssetKey("latency_regressor")
 
 
 @dg.sensor(
-    jobs=[analysis_job, benchmark_job], minimum_interval_seconds=60, default_status=dg.DefaultSensorStatus.RUNNING
+    jobs=[analysis_job, benchmark_job, learning_job],
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def batch_size_backfill_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
     """For every batch-size partition: request ``analysis_job`` until it is analysed, then
-    ``benchmark_job`` for each stress level not yet measured. Run keys make each request once; a
-    failed run is retried from the UI, not in a loop."""
+    ``benchmark_job`` for each stress level not yet measured. Once everything is measured and a
+    benchmark is newer than the regressor, request ``learning_job``. Run keys make each request once;
+    a failed run is retried from the UI, not in a loop."""
     instance = context.instance
     analysed = instance.get_materialized_partitions(ANALYSED)
     measured = instance.get_materialized_partitions(MEASURED)
@@ -31,6 +36,13 @@ def batch_size_backfill_sensor(context: dg.SensorEvaluationContext) -> dg.Sensor
                 requests.append(
                     dg.RunRequest(job_name=benchmark_job.name, partition_key=key, run_key=f"benchmark-{key}")
                 )
-    if not requests:
-        return dg.SensorResult(skip_reason="every batch size is analysed and benchmarked at every stress level")
-    return dg.SensorResult(run_requests=requests)
+    if requests:
+        return dg.SensorResult(run_requests=requests)
+    measured_at = instance.get_latest_materialization_event(MEASURED)
+    learned_at = instance.get_latest_materialization_event(LEARNED)
+    if measured_at is not None and (learned_at is None or learned_at.timestamp < measured_at.timestamp):
+        run_key = f"learning-after-{measured_at.timestamp:.6f}"
+        return dg.SensorResult(run_requests=[dg.RunRequest(job_name=learning_job.name, run_key=run_key)])
+    return dg.SensorResult(
+        skip_reason="every batch size is analysed and benchmarked at every stress level, and learned from"
+    )

@@ -86,3 +86,15 @@ def test_backfill_sensor_carries_a_new_batch_size_end_to_end(resources: dict) ->
         assert {(r.job_name, r.partition_key) for r in second.run_requests} == {
             ("benchmark_job", f"1|{level}") for level in ("0.00", "0.50", "1.00")
         }
+        # Once every level is measured, learning is requested once, and again only after new benchmarks.
+        for level in ("0.00", "0.50", "1.00"):
+            measured = dg.AssetMaterialization("model_benchmarks", partition=f"1|{level}")
+            instance.report_runless_asset_event(measured)
+        third = batch_size_backfill_sensor(dg.build_sensor_context(instance=instance))
+        assert [r.job_name for r in third.run_requests] == ["learning_job"]
+        instance.report_runless_asset_event(dg.AssetMaterialization("latency_regressor"))
+        assert not batch_size_backfill_sensor(dg.build_sensor_context(instance=instance)).run_requests
+        instance.report_runless_asset_event(dg.AssetMaterialization("model_benchmarks", partition="1|0.50"))
+        fourth = batch_size_backfill_sensor(dg.build_sensor_context(instance=instance))
+        assert [r.job_name for r in fourth.run_requests] == ["learning_job"]
+        assert fourth.run_requests[0].run_key != third.run_requests[0].run_key
