@@ -139,7 +139,11 @@ class Stack:
 def prometheus_binary() -> Path:
     if not PROMETHEUS_BIN.exists():
         subprocess.run([str(PROMETHEUS_DIR / "install-prometheus.sh")], check=True, timeout=600)
-    assert PROMETHEUS_BIN.exists()
+    if not PROMETHEUS_BIN.exists():
+        pytest.skip(
+            f"SKIPPING THE REAL-PROMETHEUS TESTS: {PROMETHEUS_BIN} is missing and could not be installed "
+            "(install-prometheus.sh needs root or passwordless sudo; see its warning above)"
+        )
     return PROMETHEUS_BIN
 
 
