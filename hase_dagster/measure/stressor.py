@@ -41,8 +41,12 @@ def _spin(seconds: float) -> None:
         x += 1
 
 
-def _cpu_worker(core: int, intensity: float, until: float) -> None:
+def _cpu_worker(core: int, intensity: float, until: float, parent: int) -> None:
     die_with_parent()
+    # The parent may have died between the fork and the line above, before the kernel knew to tell
+    # this worker: then nobody would ever stop it.
+    if os.getppid() != parent:
+        os._exit(0)
     os.sched_setaffinity(0, {core})
     _duty_cycle(intensity, _spin, until)
 
@@ -56,7 +60,9 @@ def stress_cpu(intensity: float, duration: float, ready: Callable[[], None]) -> 
     until = time.monotonic() + duration
     context = multiprocessing.get_context("fork")
     cores = sorted(os.sched_getaffinity(0))
-    workers = [context.Process(target=_cpu_worker, args=(core, intensity, until), daemon=True) for core in cores]
+    workers = [
+        context.Process(target=_cpu_worker, args=(core, intensity, until, os.getpid()), daemon=True) for core in cores
+    ]
     for worker in workers:
         worker.start()
     ready()
