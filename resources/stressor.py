@@ -30,8 +30,7 @@ class StressorResource(dg.ConfigurableResource):
         ) as loaded:
             try:
                 yield loaded
-            finally:
-                loaded.stressor.stop()
+            finally:  # under_load stops the stressor on its way out
                 self._active.remove(loaded.stressor)
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:

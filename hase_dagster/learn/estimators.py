@@ -44,20 +44,20 @@ class FeatureLayout:
         self.families = families
         self.ops = ops
 
+    @staticmethod
+    def _hot_index(hot: np.ndarray) -> np.ndarray:
+        if hot.shape[1] == 0:
+            return np.full(len(hot), -1)
+        return np.where(hot.any(axis=1), np.argmax(hot, axis=1), -1)
+
     def family_index(self, x: np.ndarray) -> np.ndarray:
         """Index of each row's family in ``families``, -1 for a family never seen."""
-        hot = x[:, self.n_numeric : self.n_numeric + len(self.families)]
-        if hot.shape[1] == 0:
-            return np.full(len(x), -1)
-        return np.where(hot.any(axis=1), np.argmax(hot, axis=1), -1)
+        return self._hot_index(x[:, self.n_numeric : self.n_numeric + len(self.families)])
 
     def op_index(self, x: np.ndarray) -> np.ndarray:
         """Index of each row's op in ``ops``, -1 for an op never seen."""
         start = self.n_numeric + len(self.families)
-        hot = x[:, start : start + len(self.ops)]
-        if hot.shape[1] == 0:
-            return np.full(len(x), -1)
-        return np.where(hot.any(axis=1), np.argmax(hot, axis=1), -1)
+        return self._hot_index(x[:, start : start + len(self.ops)])
 
     def column(self, x: np.ndarray, name: str) -> np.ndarray:
         return x[:, self.columns[name]]

@@ -141,7 +141,8 @@ RIDGE = 1e-6
 
 
 def _design(points: list[Sums], terms: tuple[Term, ...], dispatch_ms: float) -> np.ndarray:
-    return np.array([[s.values(dispatch_ms)[t.name] for t in terms] for s in points])
+    rows = [s.values(dispatch_ms) for s in points]
+    return np.array([[row[t.name] for t in terms] for row in rows])
 
 
 def _relative_fit(design: np.ndarray, measured: np.ndarray, terms: tuple[Term, ...]) -> tuple[np.ndarray, float]:

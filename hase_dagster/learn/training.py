@@ -61,7 +61,7 @@ class Predictor:
         """Read a predictor folder. Nothing in it is executed; a pickle from Hase before the folder
         format, a corrupt or foreign file, or another format version is refused with a HaseError."""
         folder = Path(folder)
-        legacy = folder.with_name("predictor.pkl") if folder.is_dir() or not folder.exists() else folder
+        legacy = folder if folder.suffix == ".pkl" else folder.with_name("predictor.pkl")
         if folder.suffix == ".pkl" or (not folder.exists() and legacy.exists()):
             raise HaseError(
                 f"{legacy} is a pickled predictor from an older Hase, which is no longer loaded (a pickle can run "

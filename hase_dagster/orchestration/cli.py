@@ -287,7 +287,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     from hase_dagster.learn.evaluation import evaluate, write_report
-    from hase_dagster.learn.reports import import_tables
+    from hase_dagster.learn.reports import import_tables, regressor_report
     from hase_dagster.learn.training import train_predictor
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -296,8 +296,6 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
         shipped = train_predictor(store, args.ep)
         result = evaluate(store, args.ep, shipped)
     write_report(result, args.out, f"Hase on {args.ep}")
-    from hase_dagster.learn.reports import regressor_report
-
     (args.out / "regressor.md").write_text(
         regressor_report(shipped.regressor.metrics) + f"\n\nComposition: {shipped.composition.to_json()}\n"
     )
@@ -348,14 +346,22 @@ class _ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"hase: error: {message} (see `{self.prog} --help`)\n")
 
 
-def _non_negative_int(text: str) -> int:
+def _int_at_least(text: str, minimum: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value}")
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be a {what} integer, got {value}")
     return value
+
+
+def _non_negative_int(text: str) -> int:
+    return _int_at_least(text, 0, "non-negative")
+
+
+def _positive_int(text: str) -> int:
+    return _int_at_least(text, 1, "positive")
 
 
 def _finite_float(text: str) -> float:
@@ -384,16 +390,6 @@ def _unit_interval(text: str) -> float:
 
 def _positive_int_list(text: str) -> list[int]:
     return [_positive_int(part.strip()) for part in text.split(",")]
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

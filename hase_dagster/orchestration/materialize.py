@@ -119,23 +119,25 @@ def preflight(config: HaseConfig, profile: Profile, stress_levels: list[float] |
         raise HaseError(f"the data directory {data_root} cannot be written: {exc.strerror or exc}") from exc
 
 
-def was_interrupted(result: dg.ExecuteInProcessResult) -> bool:
-    """Whether a signal stopped the run (Dagster catches it inside the step and fails the step)."""
+def _step_errors(result: dg.ExecuteInProcessResult) -> Iterator[tuple[str | None, Any]]:
+    """``(step key, error)`` of each failed step of the run, in order."""
     for event in result.all_events:
         if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            if event.step_failure_data.error.cls_name in ("DagsterExecutionInterruptedError", "KeyboardInterrupt"):
-                return True
-    return False
+            yield event.step_key, event.step_failure_data.error
+
+
+def was_interrupted(result: dg.ExecuteInProcessResult) -> bool:
+    """Whether a signal stopped the run (Dagster catches it inside the step and fails the step)."""
+    interrupted = ("DagsterExecutionInterruptedError", "KeyboardInterrupt")
+    return any(error.cls_name in interrupted for _, error in _step_errors(result))
 
 
 def first_failure(result: dg.ExecuteInProcessResult) -> str:
     """The first line of the first failed step's error (the run's log holds the rest)."""
-    for event in result.all_events:
-        if event.is_step_failure and event.step_failure_data and event.step_failure_data.error:
-            error = event.step_failure_data.error
-            cause = error.cause or error
-            message = (cause.message or error.message or "").strip().splitlines()
-            return f"{event.step_key}: {message[-1] if message else 'failed'}"
+    for step_key, error in _step_errors(result):
+        cause = error.cause or error
+        message = (cause.message or error.message or "").strip().splitlines()
+        return f"{step_key}: {message[-1] if message else 'failed'}"
     return "the run failed"
 
 
