@@ -100,7 +100,7 @@ class OrtOptions(_Strict):
 
 
 class TimingOptions(_Strict):
-    """Warmup and loop bounds of one timing (see ``hase_dagster.measure.runner.TimingConfig``)."""
+    """Warmup and loop bounds of one timing (``hase_dagster.measure.runner.ModelRunner.time``)."""
 
     warmup: Annotated[int, Field(ge=0)] = 10
     min_loops: PositiveInt = 10

@@ -95,7 +95,6 @@ class ModelRunner:
         feeds = feeds if feeds is not None else load_inputs(self.path)
         self.feeds = feeds if feeds is not None else random_inputs(self.session)
         self._run = self._bind_on_device() if ep == "cuda" else self._run_on_host
-        self._sample = self._device_sample if self._device_clock else self._host_sample
 
     def _run_on_host(self) -> None:
         self.session.run(None, self.feeds)
@@ -118,6 +117,10 @@ class ModelRunner:
 
         return run
 
+    def sample(self) -> float:
+        """One run timed on this runner's clock, in ms."""
+        return self._device_sample() if self._device_clock else self._host_sample()
+
     def _host_sample(self) -> float:
         t0 = time.perf_counter_ns()
         self._run()
@@ -133,12 +136,12 @@ class ModelRunner:
             raise ValueError(f"this runner was built for the {self.clock} clock, the config asks for {config.clock}")
         try:
             for _ in range(config.warmup):
-                self._sample()
+                self.sample()
             samples: list[float] = []
             start_ns = time.time_ns()
             loop_start = time.perf_counter()
             while len(samples) < config.max_loops:
-                samples.append(self._sample())
+                samples.append(self.sample())
                 # The loop's budget is wall time, whichever clock the samples read.
                 timed = time.perf_counter() - loop_start
                 if len(samples) >= config.min_loops and timed >= config.min_seconds:

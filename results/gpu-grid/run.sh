@@ -6,7 +6,8 @@
 # CUPTI, export) until BUDGET_S seconds have passed. Results land in $OUT.
 # Settings (environment): PROFILE (gpu), BATCHES ("16 64 128"), LEVELS ("0.0 0.5 1.0"), CLOCK_EVERY
 # (8: every Nth kernel checked against CUPTI, gpu profile only), BUNDLES (5: how many wheel bundles
-# the wheelhouse has), SKIP_LEARNING=1 (leave learning to `hase evaluate-tables` on the exports).
+# the wheelhouse has), BENCHMARK_S (overrides the per-batch benchmark estimate below), SKIP_LEARNING=1
+# (leave learning to `hase evaluate-tables` on the exports).
 set -uo pipefail
 budget=${1:?budget in seconds}
 bundle=${2:-}
@@ -62,7 +63,7 @@ for batch in $batches; do
     [ -e "$steps/clocks" ] || { (( out_of_time )) || echo "the device clock failed its check: no benchmarks"; break; }
   fi
   for level in $levels; do
-    step "benchmark-$level-b$batch" "${benchmark_s[$batch]}" hase materialize --profile ${PROFILE:-gpu} --stage benchmark --stress-level "$level" --batch-size "$batch"
+    step "benchmark-$level-b$batch" "${BENCHMARK_S:-${benchmark_s[$batch]}}" hase materialize --profile ${PROFILE:-gpu} --stage benchmark --stress-level "$level" --batch-size "$batch"
   done
 done
 if [ -z "${SKIP_LEARNING:-}" ]; then
