@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -66,22 +67,86 @@ def reclaim_crashed_runs(instance: dg.DagsterInstance) -> list[str]:
     return reclaimed
 
 
+# The code location's name in the UI: workspace.yaml's ``location_name`` (``dagster dev``) and the project
+# name that ``dg dev`` uses; runs of ``hase materialize`` are attributed to it (see attributed_to_job).
+CODE_LOCATION = "hase"
+
+
+def remote_job_origin(job_name: str, repository_name: str) -> Any:
+    """The origin the UI gives a run of ``job_name`` launched from the ``hase`` code location (the
+    module ``hase_dagster.definitions`` loaded from this repository)."""
+    # Private imports, on purpose: Dagster has no public API that runs a job in this process and records
+    # the job's code location on the run. Its public launchers (`dagster job launch`, GraphQL) run the job
+    # out of this process through a gRPC code server, which would lose the run's in-process resources
+    # (the profile chosen on the command line) and the one-signal stop of `hase materialize`.
+    from dagster._core.remote_origin import (
+        ManagedGrpcPythonEnvCodeLocationOrigin,
+        RemoteJobOrigin,
+        RemoteRepositoryOrigin,
+    )
+    from dagster._core.types.loadable_target_origin import LoadableTargetOrigin
+
+    target = LoadableTargetOrigin(
+        executable_path=sys.executable, module_name="hase_dagster.definitions", working_directory=str(REPOSITORY)
+    )
+    location = ManagedGrpcPythonEnvCodeLocationOrigin(loadable_target_origin=target, location_name=CODE_LOCATION)
+    return RemoteJobOrigin(RemoteRepositoryOrigin(location, repository_name), job_name)
+
+
+@contextmanager
+def attributed_to_job(instance: dg.DagsterInstance, job_name: str, repository_name: str) -> Iterator[None]:
+    """Runs created on ``instance`` inside the block carry the remote origin of ``job_name`` in the
+    ``hase`` code location, so the UI lists them under the job (its runs page filters on the
+    repository tag that origin sets) and on the timeline (which groups runs by origin).
+
+    ``execute_in_process`` creates its run through ``instance.create_run_for_job`` without an origin;
+    the block wraps that one method on this instance object and restores it on exit."""
+    origin = remote_job_origin(job_name, repository_name)
+    create_run_for_job = instance.create_run_for_job
+
+    def create_with_origin(*args: Any, **kwargs: Any) -> Any:
+        kwargs["remote_job_origin"] = kwargs.get("remote_job_origin") or origin
+        return create_run_for_job(*args, **kwargs)
+
+    instance.create_run_for_job = create_with_origin  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        del instance.create_run_for_job  # the class's method again
+
+
 def run_job(
     job: dg.JobDefinition,
     partition_key: str | dg.MultiPartitionKey | None,
     instance: dg.DagsterInstance,
     resources: dict[str, Any],
     profile: str,
+    repository_name: str | None = None,
 ) -> dg.ExecuteInProcessResult:
-    """Execute ``job`` in this process, tagged so that :func:`reclaim_crashed_runs` can find it."""
-    return job.execute_in_process(
-        partition_key=partition_key,
-        instance=instance,
-        resources=resources,
-        raise_on_error=False,
-        tags={"hase/profile": profile, "hase/pid": str(os.getpid()), **LAUNCHER_TAGS},
-        run_config=QUIET,
-    )
+    """Execute ``job`` in this process, tagged so that :func:`reclaim_crashed_runs` can find it.
+
+    Args:
+        job: a job of the code location (or any job, with ``repository_name`` None).
+        partition_key: the partition to run, if the job is partitioned.
+        instance: the instance that records the run.
+        resources: the resources the run gets.
+        profile: the Hase profile, recorded as the ``hase/profile`` tag.
+        repository_name: the code location's repository that holds ``job``; when given, the run
+            carries that job's origin in the ``hase`` code location (see :func:`attributed_to_job`).
+
+    Returns:
+        The run's result (``raise_on_error`` is off: a failed run is a result, not an exception).
+    """
+    origin = attributed_to_job(instance, job.name, repository_name) if repository_name else nullcontext()
+    with origin:
+        return job.execute_in_process(
+            partition_key=partition_key,
+            instance=instance,
+            resources=resources,
+            raise_on_error=False,
+            tags={"hase/profile": profile, "hase/pid": str(os.getpid()), **LAUNCHER_TAGS},
+            run_config=QUIET,
+        )
 
 
 def preflight(config: HaseConfig, profile: Profile, stress_levels: list[float] | None, data_root: Path) -> None:
@@ -182,6 +247,7 @@ def materialize_all(
     add_batch_sizes(batches, instance)
     reclaim_crashed_runs(instance)
     resources = hase_resources(config.prometheus_url, profile.name)
+    repository = defs.get_repository_def().name
     runs: list[dict[str, str]] = []
 
     def record(stage: str, partition: str, result: dg.ExecuteInProcessResult) -> bool:
@@ -210,18 +276,20 @@ def materialize_all(
             for batch in batches:
                 if "analysis" in stages:
                     job = defs.resolve_job_def("analysis_job")
-                    result = run_job(job, str(batch), instance, resources, profile.name)
+                    result = run_job(job, str(batch), instance, resources, profile.name, repository)
                     stop_if(received, result)
                     if not record("analysis", str(batch), result):
                         continue
                 if "benchmark" in stages:
                     for level in stress_levels or config.stress_levels:
                         key = dg.MultiPartitionKey({"stress_level": stress_level_key(level), "batch_size": str(batch)})
-                        result = run_job(defs.resolve_job_def("benchmark_job"), key, instance, resources, profile.name)
+                        job = defs.resolve_job_def("benchmark_job")
+                        result = run_job(job, key, instance, resources, profile.name, repository)
                         stop_if(received, result)
                         record("benchmark", str(key), result)
             if "learning" in stages and all(r["status"] == "SUCCESS" for r in runs):
-                result = run_job(defs.resolve_job_def("learning_job"), None, instance, resources, profile.name)
+                job = defs.resolve_job_def("learning_job")
+                result = run_job(job, None, instance, resources, profile.name, repository)
                 stop_if(received, result)
                 record("learning", "-", result)
         except KeyboardInterrupt:  # a signal outside a run (between runs, or while one starts)
