@@ -215,8 +215,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
     loads = [spec.strip() for spec in args.load.split(",") if spec.strip()]
     for spec in loads:
         parse_load_spec(spec)  # refuse a bad --load before loading anything
-    config = load_config()
-    predictions = predict_sweep(args.model, args.batch_size, loads, args.ep, data_dir(), config.prometheus_url)
+    if args.predictor:
+        # A bundle answers without the target EP or a warehouse: kernels by static detection.
+        from hase_dagster.learn.bundles import load_bundle
+
+        bundle = load_bundle(args.predictor, data_dir())
+        if args.ep is not None and args.ep != bundle.ep:
+            raise HaseError(f"--ep {args.ep} does not match bundle {bundle.name}, which predicts for {bundle.ep}")
+        predictions = bundle.predict(args.model, args.batch_size, loads)
+    else:
+        config = load_config()
+        ep = args.ep or "cpu"
+        predictions = predict_sweep(args.model, args.batch_size, loads, ep, data_dir(), config.prometheus_url)
     if args.json:
         # One question keeps the single-prediction object; several give them in a list.
         if len(predictions) == 1:
@@ -226,6 +236,84 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     for prediction in predictions:
         _print_prediction(prediction, args.top)
+    return 0
+
+
+def cmd_predictor_export(args: argparse.Namespace) -> int:
+    from hase_dagster.core.config import data_dir
+    from hase_dagster.core.paths import DataPaths
+    from hase_dagster.learn.bundles import export_bundle
+    from hase_dagster.learn.training import Predictor, train_predictor
+    from warehouse.store import Warehouse
+
+    provenance = _read_json_object(args.provenance) if args.provenance else {}
+    paths = DataPaths(data_dir())
+    out = args.out or paths.bundles / args.name
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.tables:
+            from hase_dagster.learn.reports import import_tables
+
+            store = import_tables(args.tables, Path(tmp) / "tables.duckdb")
+            provenance.setdefault("tables", str(args.tables))
+        elif paths.database.is_file():
+            store = Warehouse(paths.database)
+        else:
+            raise HaseError(f"no warehouse at {paths.database}: materialize first, or export from tables with --tables")
+        eps = sorted(store.query("SELECT DISTINCT ep FROM kernel_benchmarks")["ep"])
+        ep = args.ep or (eps[0] if len(eps) == 1 else None)
+        if ep is None or ep not in eps:
+            raise HaseError(f"pick the EP with --ep: the kernel benchmarks there are of {eps or 'none'}")
+        if args.tables:
+            predictor = train_predictor(store, ep, kind=args.kind)
+        else:
+            predictor = Predictor.load(paths.predictor(ep))
+        folder = export_bundle(store, ep, predictor, out, args.name, args.rules, provenance)
+    print(f"bundle {args.name} ({ep}) written to {folder}")
+    return 0
+
+
+def _read_json_object(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise HaseError(f"{path} is not a readable JSON file: {exc}") from exc
+    if not isinstance(data, dict):
+        raise HaseError(f"{path} must hold a JSON object")
+    return data
+
+
+def cmd_predictor_list(args: argparse.Namespace) -> int:
+    from hase_dagster.core.config import data_dir
+    from hase_dagster.learn.bundles import list_bundles
+
+    bundles = list_bundles(data_dir())
+    if args.json:
+        _print_json({"bundles": bundles})
+        return 0
+    if not bundles:
+        print("no predictor bundles: export one with `hase predictor export`")
+    for b in bundles:
+        if "error" in b:
+            print(f"{b['name']:<16} {b['source']:<9} UNUSABLE: {b['error']}")
+            continue
+        figures = b["evaluation"]
+        never_seen = figures.get("never_seen_mape_pct")
+        print(
+            f"{b['name']:<16} {b['source']:<9} {b['device']} / {b['ep']} / ORT {b['ort_version']} / {b['precision']}, "
+            f"created {b['created'][:10]}"
+            + (f", never-seen MAPE {never_seen:.1f}%" if never_seen is not None else "")
+            + ("" if b["usable"] else " (another ORT version is installed: refused)")
+        )
+        print(f"{'':<16} {b['path']}")
+    return 0
+
+
+def cmd_predictor_import(args: argparse.Namespace) -> int:
+    from hase_dagster.core.config import data_dir
+    from hase_dagster.learn.bundles import import_bundle
+
+    target = import_bundle(args.folder, data_dir(), replace=args.replace)
+    print(f"bundle imported to {target}")
     return 0
 
 
@@ -472,7 +560,15 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument(
         "--batch-size", type=_positive_int_list, required=True, help="one or several, comma-separated: 1,4,16"
     )
-    predict.add_argument("--ep", choices=["cpu", "cuda"], default="cpu")
+    predict.add_argument(
+        "--ep", choices=["cpu", "cuda"], default=None, help="the EP whose trained predictor answers (default: cpu)"
+    )
+    predict.add_argument(
+        "--predictor",
+        default=None,
+        help="a predictor bundle (name, e.g. h100, or folder): predict without the target EP, kernels by static "
+        "detection (see `hase predictor list`)",
+    )
     predict.add_argument(
         "--load",
         default="prometheus",
@@ -481,6 +577,33 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--top", type=_non_negative_int, default=10, help="kernels to list in the breakdown (0: none)")
     predict.add_argument("--json", action="store_true")
     predict.set_defaults(handler=cmd_predict)
+
+    predictor = commands.add_parser("predictor", help="export, list and import predictor bundles")
+    predictor_commands = predictor.add_subparsers(dest="predictor_command", required=True)
+    export = predictor_commands.add_parser(
+        "export", help="write a bundle from the data directory's trained predictor, or from exported tables"
+    )
+    export.add_argument("name", help="the bundle's name (lower-case letters, digits, _.-), as --predictor finds it")
+    export.add_argument("--tables", type=Path, help="train on these exported tables instead of the data directory")
+    export.add_argument("--ep", choices=["cpu", "cuda"], default=None, help="default: the only EP there")
+    export.add_argument("--rules", type=Path, default=None, help="the EP's fusion rules file (for static detection)")
+    export.add_argument(
+        "--provenance", type=Path, default=None, help="JSON of facts the tables lack (driver, cuda, cudnn, ...)"
+    )
+    export.add_argument(
+        "--kind", choices=list(REGRESSOR_KINDS), default=None, help="with --tables: regressor kind (default: compare)"
+    )
+    export.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)")
+    export.set_defaults(handler=cmd_predictor_export)
+    listing = predictor_commands.add_parser("list", help="shipped and imported bundles")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(handler=cmd_predictor_list)
+    importer_bundle = predictor_commands.add_parser(
+        "import", help="validate a bundle and copy it into the data directory"
+    )
+    importer_bundle.add_argument("folder", type=Path)
+    importer_bundle.add_argument("--replace", action="store_true", help="replace an imported bundle of the same name")
+    importer_bundle.set_defaults(handler=cmd_predictor_import)
 
     evaluate = commands.add_parser("evaluate", help="measure and predict ONNX models at every stress level")
     evaluate.add_argument("path", type=Path, help="an ONNX file or a directory of them")
@@ -528,6 +651,10 @@ def build_parser() -> argparse.ArgumentParser:
     add = commands.add_parser("add-batch-size", help="add batch-size partitions to the Dagster instance")
     add.add_argument("batch_size", type=_positive_int, nargs="+")
     add.set_defaults(handler=cmd_add_batch_size)
+
+    from hase_dagster.orchestration.serving_cli import register as register_serving
+
+    register_serving(commands)
     return parser
 
 

@@ -1,0 +1,252 @@
+"""A discrete-event simulation (SimPy) of several models served on one device.
+
+What it models, in the order a request meets it:
+
+- **Arrivals:** a Poisson process per model (or given arrival times), for ``duration_s`` seconds.
+- **Dynamic batcher per model:** a FIFO queue; a batch is ready when ``max_batch`` requests wait or
+  the oldest has waited ``max_queue_delay_ms`` (at once when the delay is 0).
+- **Priority between models:** one device runs one batch at a time; when it is free it takes the
+  ready batch of the highest-priority model (1 is highest), the oldest head request among equals.
+- **Execution and the co-tenant's time slices:** a batch's time comes from an ``ExecTime`` source
+  (Hase's predictions) at idle and under the load. While the co-tenant holds the device (a share of
+  the time) a run first waits for the rest of its slice (uniform in ``[0, slice_ms]``); the rest of
+  the predicted slowdown stretches the run. So a back-to-back run's mean equals the prediction under
+  load, and latency is bimodal as measured under time slicing.
+
+Requests not finished ``drain_s`` after the last arrival count as missed (infinite latency). Times
+inside the simulation are milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from hase_dagster.core.errors import HaseError
+from hase_dagster.core.serving_spec import BatchingConfig, next_deadline, pick_ready
+
+# exec_time(model name, batch size, load spec) -> (mean ms, p90 ms) of one batch's execution.
+ExecTime = Callable[[str, int, str], tuple[float, float]]
+IDLE_LOAD = "level=0.0"
+# (ln 10 - 1): a shifted exponential's p90 lies this many scales above its mean.
+_EXP_P90_OVER_MEAN = math.log(10.0) - 1.0
+
+
+@dataclass(frozen=True)
+class SimModel:
+    """One model as the simulator sees it."""
+
+    name: str
+    rate_per_s: float
+    slo_ms: float
+    percentile: int = 99
+
+
+@dataclass(frozen=True)
+class ServiceTime:
+    """Samples a batch's execution time under ``load`` (see the module docstring).
+
+    ``share`` is the co-tenant's share of device time, ``slice_ms`` its slice length.
+    """
+
+    exec_time: ExecTime
+    load: str = IDLE_LOAD
+    share: float = 0.0
+    slice_ms: float = 2.0
+    _cache: dict[tuple[str, int], tuple[float, float, float]] = field(default_factory=dict, compare=False)
+
+    def parameters(self, model: str, batch: int) -> tuple[float, float, float]:
+        """(shift, exponential scale, stretch) of ``model`` at ``batch``: a run takes
+        ``stretch * (shift + Exp(scale)) + wait``."""
+        key = (model, batch)
+        if key not in self._cache:
+            idle_mean, idle_p90 = self.exec_time(model, batch, IDLE_LOAD)
+            loaded_mean, _ = self.exec_time(model, batch, self.load) if self.load != IDLE_LOAD else (idle_mean, 0)
+            if not (idle_mean > 0 and math.isfinite(idle_mean) and math.isfinite(loaded_mean)):
+                raise HaseError(f"no usable execution time for {model} at batch {batch}: {idle_mean} ms")
+            scale = min(max(idle_p90 - idle_mean, 0.0) / _EXP_P90_OVER_MEAN, idle_mean)
+            stretch = max(1.0, (loaded_mean - self.mean_wait_ms) / idle_mean)
+            self._cache[key] = (idle_mean - scale, scale, stretch)
+        return self._cache[key]
+
+    @property
+    def mean_wait_ms(self) -> float:
+        """The mean wait for the co-tenant's slice at the start of a run."""
+        return self.share * self.slice_ms / 2.0
+
+    def mean_ms(self, model: str, batch: int) -> float:
+        """A run's mean time under the load."""
+        shift, scale, stretch = self.parameters(model, batch)
+        return stretch * (shift + scale) + self.mean_wait_ms
+
+    def sample(self, model: str, batch: int, rng: np.random.Generator) -> float:
+        """One run's time (ms)."""
+        shift, scale, stretch = self.parameters(model, batch)
+        run = shift + (rng.exponential(scale) if scale > 0 else 0.0)
+        wait = rng.uniform(0.0, self.slice_ms) if self.share > 0 and rng.random() < self.share else 0.0
+        return stretch * run + wait
+
+
+@dataclass
+class ModelOutcome:
+    """What one model's requests saw."""
+
+    name: str
+    slo_ms: float
+    percentile: int
+    latencies_ms: np.ndarray  # one per request, in arrival order; inf when never served
+    batch_sizes: list[int]
+    busy_ms: float
+    duration_s: float
+
+    @property
+    def requests(self) -> int:
+        return len(self.latencies_ms)
+
+    def quantile_ms(self, q: float) -> float:
+        """The ``q`` quantile (0-100) of latency; inf when more than ``100 - q`` % were never served."""
+        if not len(self.latencies_ms):
+            return math.nan
+        return float(np.percentile(self.latencies_ms, q, method="higher"))
+
+    @property
+    def attainment(self) -> float:
+        """The share of requests served within the SLO."""
+        return float(np.mean(self.latencies_ms <= self.slo_ms)) if self.requests else math.nan
+
+    @property
+    def slo_met(self) -> bool:
+        """Whether the SLO percentile of latency is within the SLO."""
+        return self.requests > 0 and self.attainment >= self.percentile / 100.0
+
+    @property
+    def goodput_per_s(self) -> float:
+        """Requests served within the SLO per second of arrivals."""
+        return float(np.sum(self.latencies_ms <= self.slo_ms)) / self.duration_s
+
+    @property
+    def mean_batch(self) -> float:
+        return float(np.mean(self.batch_sizes)) if self.batch_sizes else math.nan
+
+    def summary(self) -> dict[str, float | int | bool | str]:
+        """Plain numbers for a report (ms, shares in [0, 1], requests per second)."""
+        return {
+            "model": self.name,
+            "requests": self.requests,
+            "p50_ms": self.quantile_ms(50),
+            "p90_ms": self.quantile_ms(90),
+            "p99_ms": self.quantile_ms(99),
+            "attainment": self.attainment,
+            "slo_met": self.slo_met,
+            "goodput_per_s": self.goodput_per_s,
+            "mean_batch": self.mean_batch,
+            "utilization": self.busy_ms / (self.duration_s * 1000.0),
+        }
+
+
+@dataclass
+class _DeviceState:
+    wake: simpy.Event  # triggered by an arrival, so the idle device looks again
+    arriving: int  # arrival processes not yet done
+
+
+def poisson_arrivals(rate_per_s: float, duration_s: float, rng: np.random.Generator) -> np.ndarray:
+    """Arrival times (ms) of a Poisson process of ``rate_per_s`` over ``duration_s`` seconds."""
+    expected = rate_per_s * duration_s
+    gaps = rng.exponential(1000.0 / rate_per_s, size=int(expected + 6 * math.sqrt(expected) + 10))
+    times = np.cumsum(gaps)
+    return times[times < duration_s * 1000.0]
+
+
+def simulate(
+    models: Sequence[SimModel],
+    configs: dict[str, BatchingConfig],
+    service: ServiceTime,
+    duration_s: float,
+    seed: int = 0,
+    drain_s: float = 2.0,
+    arrivals_ms: dict[str, np.ndarray] | None = None,
+) -> dict[str, ModelOutcome]:
+    """Serve ``models`` with ``configs`` on one simulated device.
+
+    Args:
+        models: the models, their rates and SLOs.
+        configs: each model's batching configuration and priority.
+        service: execution times under the load, with the co-tenant's slices.
+        duration_s: seconds of arrivals.
+        seed: the random stream (arrivals and execution times).
+        drain_s: seconds after the last arrival to finish what is queued.
+        arrivals_ms: arrival times per model instead of Poisson ones (e.g. a deterministic pattern).
+
+    Returns:
+        Each model's outcome, by name.
+    """
+    rng = np.random.default_rng(seed)
+    env = simpy.Environment()
+    queues: dict[str, deque[float]] = {m.name: deque() for m in models}
+    latencies: dict[str, list[float]] = {m.name: [] for m in models}
+    batches: dict[str, list[int]] = {m.name: [] for m in models}
+    busy = {m.name: 0.0 for m in models}
+    schedule = {
+        m.name: (arrivals_ms[m.name] if arrivals_ms is not None else poisson_arrivals(m.rate_per_s, duration_s, rng))
+        for m in models
+    }
+    state = _DeviceState(env.event(), len(models))
+
+    def wake() -> None:
+        if not state.wake.triggered:
+            state.wake.succeed()
+
+    def arrive(name: str, times: np.ndarray):
+        for t in times:
+            if t > env.now:
+                yield env.timeout(t - env.now)
+            queues[name].append(env.now)
+            wake()
+        state.arriving -= 1
+        wake()
+
+    def heads() -> dict[str, tuple[int, float]]:
+        return {name: (len(queue), queue[0]) for name, queue in queues.items() if queue}
+
+    def device():
+        while True:
+            waiting = heads()
+            name = pick_ready(waiting, configs, env.now)
+            if name is not None:
+                queue = queues[name]
+                taken = [queue.popleft() for _ in range(min(configs[name].max_batch, len(queue)))]
+                run_ms = service.sample(name, len(taken), rng)
+                yield env.timeout(run_ms)
+                latencies[name].extend(env.now - t for t in taken)
+                batches[name].append(len(taken))
+                busy[name] += run_ms
+                continue
+            if state.arriving == 0 and not any(queues.values()):
+                return
+            state.wake = env.event()
+            deadline = next_deadline(waiting, configs)
+            events: list[simpy.Event] = [state.wake]
+            if deadline is not None:
+                events.append(env.timeout(max(0.0, deadline - env.now)))
+            yield env.any_of(events)
+
+    for model in models:
+        env.process(arrive(model.name, schedule[model.name]))
+    env.process(device())
+    env.run(until=(duration_s + drain_s) * 1000.0)
+    outcomes = {}
+    for model in models:
+        served = latencies[model.name]
+        missed = len(schedule[model.name]) - len(served)
+        # Served requests come back batch by batch in FIFO order, so they are the earliest arrivals.
+        values = np.array(served + [math.inf] * missed, dtype=float)
+        outcomes[model.name] = ModelOutcome(
+            model.name, model.slo_ms, model.percentile, values, batches[model.name], busy[model.name], duration_s
+        )
+    return outcomes
