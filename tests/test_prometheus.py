@@ -26,7 +26,7 @@ from hase_dagster.core.errors import MissingMetricsError, PrometheusUnavailableE
 from hase_dagster.measure.exporter import serve_metrics
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
-from sensors.load import load_bucket, prometheus_load_sensor
+from sensors.load import bucket_with_hysteresis, build_load_sensor, load_bucket, prometheus_load_sensor
 
 REPO = Path(__file__).resolve().parents[1]
 PROMETHEUS_DIR = REPO / "hase_dagster" / "prometheus"
@@ -206,30 +206,148 @@ def test_a_rejected_query_is_reported(stack: Stack) -> None:
 # -- the sensor --------------------------------------------------------------------------------------
 
 
-def evaluate(prometheus: PrometheusResource, hase: HaseResource, cursor: str | None) -> tuple[object, str | None]:
-    context = dg.build_sensor_context(cursor=cursor, resources={"prometheus": prometheus, "hase": hase})
-    result = prometheus_load_sensor(context)
+def evaluate(
+    prometheus: PrometheusResource,
+    hase: HaseResource,
+    cursor: str | None,
+    sensor: dg.SensorDefinition = prometheus_load_sensor,
+    instance: dg.DagsterInstance | None = None,
+) -> tuple[object, str | None]:
+    context = dg.build_sensor_context(
+        cursor=cursor,
+        resources={"prometheus": prometheus, "hase": hase},
+        instance=instance or dg.DagsterInstance.ephemeral(),
+    )
+    result = sensor(context)
     return result, context.cursor
 
 
+class FakeClock:
+    """Seconds since the epoch that a test moves by hand (the minimum interval is minutes)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture()
+def instance() -> Iterator[dg.DagsterInstance]:
+    with dg.instance_for_test() as test_instance:
+        yield test_instance
+
+
 def test_sensor_requests_a_run_only_when_the_load_bucket_changes(stack: Stack, hase: HaseResource) -> None:
+    clock = FakeClock()
+    sensor = build_load_sensor(clock=clock)
     stack.set_load(10.0)
-    first, cursor = evaluate(stack.resource, hase, None)
+    first, cursor = evaluate(stack.resource, hase, None, sensor)
     assert isinstance(first, dg.RunRequest)
     assert first.tags["hase/load_bucket"] == "0" and first.tags["hase/load_util"] == "10.0"
     assert json.loads(cursor)["bucket"] == 0
 
-    steady, same_cursor = evaluate(stack.resource, hase, cursor)
+    steady, same_cursor = evaluate(stack.resource, hase, cursor, sensor)
     assert isinstance(steady, dg.SkipReason)
-    assert steady.skip_message == "load steady in bucket 0 (10.0%)"
+    assert steady.skip_message == "load steady in bucket 0 (10.0%, within 5 points of its edges)"
     assert same_cursor == cursor
 
     stack.set_load(90.0)
-    moved, new_cursor = evaluate(stack.resource, hase, cursor)
+    clock.now += 301  # past the minimum interval between requests
+    moved, new_cursor = evaluate(stack.resource, hase, cursor, sensor)
     assert isinstance(moved, dg.RunRequest)
     assert moved.tags == {"hase/load_bucket": "3", "hase/load_util": "90.0"}
     assert moved.run_key != first.run_key
     assert json.loads(new_cursor)["bucket"] == 3
+
+
+def test_sensor_does_not_flap_on_a_load_oscillating_around_a_bucket_edge(
+    stack: Stack, hase: HaseResource, instance: dg.DagsterInstance
+) -> None:
+    """The load wavers 22% <-> 28% around the 25% edge for 8 evaluations: one request (the first
+    evaluation), not one per crossing. The sensor before the debounce requested 9 runs here."""
+    requests, cursor = [], None
+    for util in [22.0, 28.0] * 4 + [22.0]:
+        stack.set_load(util)
+        result, cursor = evaluate(stack.resource, hase, cursor, instance=instance)
+        if isinstance(result, dg.RunRequest):
+            requests.append(result.tags["hase/load_util"])
+        else:
+            assert isinstance(result, dg.SkipReason) and result.skip_message
+    assert requests == ["22.0"]
+
+
+def test_sensor_waits_the_minimum_interval_then_requests_a_load_that_left_its_bucket(
+    stack: Stack, hase: HaseResource, instance: dg.DagsterInstance
+) -> None:
+    clock = FakeClock()
+    sensor = build_load_sensor(clock=clock, min_request_interval_s=300)
+    stack.set_load(10.0)
+    first, cursor = evaluate(stack.resource, hase, None, sensor, instance)
+    assert isinstance(first, dg.RunRequest)
+    stack.set_load(60.0)  # well beyond the edges: bucket 2
+    clock.now += 100
+    early, cursor_after = evaluate(stack.resource, hase, cursor, sensor, instance)
+    assert isinstance(early, dg.SkipReason) and "last request was 100 s ago" in early.skip_message
+    assert cursor_after == cursor
+    clock.now += 201
+    later, _ = evaluate(stack.resource, hase, cursor, sensor, instance)
+    assert isinstance(later, dg.RunRequest) and later.tags["hase/load_bucket"] == "2"
+
+
+def _run_of(instance: dg.DagsterInstance, job_name: str, status: dg.DagsterRunStatus) -> dg.DagsterRun:
+    @dg.op
+    def noop() -> None:
+        pass
+
+    @dg.job(name=job_name)
+    def job() -> None:
+        noop()
+
+    return instance.create_run_for_job(job, status=status)
+
+
+@pytest.mark.parametrize(
+    ("job_name", "reason"),
+    [
+        ("benchmark_job", "a Hase run holds the device"),
+        ("latency_predictions_job", "a prediction run is already pending"),
+    ],
+)
+def test_sensor_requests_nothing_while_a_hase_run_is_pending(
+    stack: Stack, hase: HaseResource, instance: dg.DagsterInstance, job_name: str, reason: str
+) -> None:
+    clock = FakeClock()
+    sensor = build_load_sensor(clock=clock, settle_s=30)
+    stack.set_load(90.0)
+    run = _run_of(instance, job_name, dg.DagsterRunStatus.STARTED)
+    held, cursor = evaluate(stack.resource, hase, None, sensor, instance)
+    assert isinstance(held, dg.SkipReason) and reason in held.skip_message and run.run_id in held.skip_message
+    assert cursor is None
+
+    instance.report_run_failed(run)  # the run ended: its load is still in the reading for settle_s
+    settling, _ = evaluate(stack.resource, hase, None, sensor, instance)
+    assert isinstance(settling, dg.SkipReason) and "a Hase run ended" in settling.skip_message
+    clock.now = time.time() + 31
+    free, _ = evaluate(stack.resource, hase, None, sensor, instance)
+    assert isinstance(free, dg.RunRequest) and free.tags["hase/load_bucket"] == "3"
+
+
+def test_a_run_of_another_job_does_not_hold_the_sensor(
+    stack: Stack, hase: HaseResource, instance: dg.DagsterInstance
+) -> None:
+    _run_of(instance, "someone_elses_job", dg.DagsterRunStatus.STARTED)
+    stack.set_load(40.0)
+    result, _ = evaluate(stack.resource, hase, None, instance=instance)
+    assert isinstance(result, dg.RunRequest)
+
+
+@pytest.mark.parametrize(
+    ("util", "last", "bucket"),
+    [(22.0, None, 0), (28.0, 0, 0), (29.9, 0, 0), (30.0, 0, 1), (22.0, 1, 1), (19.9, 1, 0), (90.0, 0, 3), (0.0, 4, 0)],
+)
+def test_bucket_with_hysteresis(util: float, last: int | None, bucket: int) -> None:
+    assert bucket_with_hysteresis(util, last) == bucket
 
 
 def test_sensor_skips_when_prometheus_is_unreachable(hase: HaseResource) -> None:
