@@ -76,6 +76,9 @@ class PlanSpec(_Strict):
     search_seconds: PositiveFloat = 20.0
     final_seconds: PositiveFloat = 60.0
     seed: int = 0
+    # A predictor bundle (name or folder, ``hase_dagster.learn.bundles``) instead of the data
+    # directory's trained predictor: it predicts for its own device without running the model there.
+    predictor: str | None = None
     # Execution times (ms) without the co-tenant per model and batch size, {model: {batch: [mean, p90]}}:
     # used instead of Hase's predictions when given (a test, or a measured table).
     exec_ms: dict[str, dict[int, tuple[PositiveFloat, PositiveFloat]]] | None = None

@@ -63,9 +63,12 @@ class TableExecTime:
         return interpolate_batches(by_model[model], batch)
 
 
-def hase_exec_time(spec: PlanSpec, data_root: Path, prometheus_url: str) -> TableExecTime:
-    """Hase's predictions (:func:`hase_dagster.learn.sweep.predict_sweep`) for every model at every
-    candidate batch size, at idle and under the plan's load, as a table.
+def hase_exec_time(
+    spec: PlanSpec, data_root: Path, prometheus_url: str, extra_loads: Sequence[str] = ()
+) -> TableExecTime:
+    """Hase's predictions (:func:`hase_dagster.learn.sweep.predict_sweep`, or the plan's predictor
+    bundle's) for every model at every candidate batch size, at idle and under the plan's load and
+    ``extra_loads``, as a table.
 
     Raises:
         HaseError: no trained predictor for the plan's device, a model that cannot be analysed, or a
@@ -74,10 +77,18 @@ def hase_exec_time(spec: PlanSpec, data_root: Path, prometheus_url: str) -> Tabl
     from hase_dagster.learn.sweep import predict_sweep
 
     batches = sorted({b for m in spec.models for b in spec.candidate_batches(m)})
-    loads = [IDLE_LOAD] if spec.load == IDLE_LOAD else [IDLE_LOAD, spec.load]
+    loads = list(dict.fromkeys([IDLE_LOAD, spec.load, *extra_loads]))
     table: dict[str, dict[str, dict[int, tuple[float, float]]]] = {load: {} for load in loads}
+    bundle = None
+    if spec.predictor is not None:
+        from hase_dagster.learn.bundles import load_bundle
+
+        bundle = load_bundle(spec.predictor, data_root)
     for model in spec.models:
-        predictions = predict_sweep([model.path], batches, loads, spec.device, data_root, prometheus_url)
+        if bundle is not None:
+            predictions = bundle.predict([model.path], batches, loads, prometheus_url)
+        else:
+            predictions = predict_sweep([model.path], batches, loads, spec.device, data_root, prometheus_url)
         for index, prediction in enumerate(predictions):
             batch, load = batches[index // len(loads)], loads[index % len(loads)]
             table[load].setdefault(model.name, {})[batch] = (prediction.predicted_ms, prediction.p90_ms)
@@ -351,10 +362,13 @@ def fixed_configs(spec: PlanSpec, kind: str, models: Sequence[ServedModel] | Non
     raise HaseError(f"unknown baseline {kind!r}: expected batch1 or triton-default")
 
 
-def exec_time_for(spec: PlanSpec, data_root: Path, prometheus_url: str) -> TableExecTime:
+def exec_time_for(
+    spec: PlanSpec, data_root: Path, prometheus_url: str, extra_loads: Sequence[str] = ()
+) -> TableExecTime:
     """The plan's ``exec_ms`` table when it has one (the same times at every load, the co-tenant's
-    slices added by the simulator), else Hase's predictions (:func:`hase_exec_time`)."""
+    slices added by the simulator), else Hase's predictions (:func:`hase_exec_time`) under the plan's
+    load and ``extra_loads``."""
     if spec.exec_ms is None:
-        return hase_exec_time(spec, data_root, prometheus_url)
+        return hase_exec_time(spec, data_root, prometheus_url, extra_loads)
     table = {name: {b: (float(v[0]), float(v[1])) for b, v in times.items()} for name, times in spec.exec_ms.items()}
-    return TableExecTime({IDLE_LOAD: table, spec.load: table})
+    return TableExecTime({IDLE_LOAD: table})
