@@ -108,8 +108,7 @@ def serving_report(path: Path) -> str:
         for kind in ("planner", *BASELINES):
             shown += [(kind, r) for r in by_kind.get(kind, [])]
         if by_kind.get("grid"):
-            best = _best(by_kind["grid"])
-            shown.append((f"grid best of {len(by_kind['grid'])}", best))
+            shown.append((f"grid best of {len(by_kind['grid'])}", _best(by_kind["grid"])))
         for label, run in shown:
             cells = []
             for name in models:
@@ -140,12 +139,12 @@ def serving_report(path: Path) -> str:
         planner = _first(by_kind, "planner")
         cells = []
         for kind in BASELINES:
-            run = _first(by_kind, kind)
-            cells.append(f"{goodput(run):.1f}" if run else "-")
-            if planner and run:
-                same = run["configs"] == planner["configs"]
-                diff = goodput(planner) - goodput(run)
-                index = 1 if same or abs(diff) <= 0.01 * max(goodput(run), 1e-9) else (0 if diff > 0 else 2)
+            baseline = _first(by_kind, kind)
+            cells.append(f"{goodput(baseline):.1f}" if baseline else "-")
+            if planner and baseline:
+                same = baseline["configs"] == planner["configs"]
+                diff = goodput(planner) - goodput(baseline)
+                index = 1 if same or abs(diff) <= 0.01 * max(goodput(baseline), 1e-9) else (0 if diff > 0 else 2)
                 wins[kind][index] += 1
         grid = by_kind.get("grid", [])
         best = _best(grid) if grid else None

@@ -79,7 +79,7 @@ def cmd_materialize(args: argparse.Namespace) -> int:
     from hase_dagster.orchestration.materialize import materialize_all
 
     started = time.monotonic()
-    stages = tuple(args.stage) if args.stage else ("analysis", "benchmark", "learning")
+    stages = tuple(args.stage) if args.stage else ("device", "analysis", "benchmark", "learning")
     summary = materialize_all(
         profile_name=args.profile, batch_sizes=args.batch_size, stages=stages, stress_levels=args.stress_level
     )
@@ -205,6 +205,21 @@ def cmd_cupti(args: argparse.Namespace) -> int:
     for line in off:
         print(f"device clock off CUPTI by more than {args.max_clock_error:.0%}: {line}", file=sys.stderr)
     return 1 if off else 0
+
+
+def cmd_device_profile(args: argparse.Namespace) -> int:
+    from hase_dagster.core.config import data_dir
+    from hase_dagster.measure import device_profile as dp
+
+    if args.merge:
+        document = dp.merge_profiles([dp.read_profile(path) for path in args.merge])
+    else:
+        steps = [s.strip() for s in args.steps.split(",") if s.strip()] if args.steps else None
+        document = dp.profile_device(dp.resolve_device(args.device), args.quick, steps, log=print)
+    report = dp.save_profile(document, args.out or dp.device_profile_dir(data_dir(), document["device"]))
+    print("\n".join(dp.summary_lines(document)))
+    print(f"wrote {report} and {report.with_name(dp.PROFILE_FILE)}")
+    return 0
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -497,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     materialize.add_argument("--batch-size", type=_positive_int, action="append", help="only these batch sizes")
     materialize.add_argument(
         "--stage",
-        choices=["analysis", "benchmark", "learning"],
+        choices=["device", "analysis", "benchmark", "learning"],
         action="append",
         help="only these stages (default: all, in order)",
     )
@@ -552,6 +567,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when the device clock and CUPTI differ by more than this fraction (or by more than 20 us)",
     )
     cupti.set_defaults(handler=cmd_cupti)
+
+    device = commands.add_parser(
+        "device-profile",
+        help="measure the device: GEMM TFLOPS per precision (cuBLAS and Hase's Triton kernel), bandwidth, "
+        "launch and ORT overheads, GPU time slices; JSON + markdown report with plots",
+    )
+    device.add_argument(
+        "--device", choices=["auto", "cpu", "cuda"], default="auto", help="auto: cuda if torch sees one"
+    )
+    device.add_argument("--out", type=Path, default=None, help="folder (default: the data directory's device/DEVICE)")
+    device.add_argument("--quick", action="store_true", help="fewer sizes, shorter timings")
+    device.add_argument(
+        "--steps",
+        default=None,
+        help="cuda only: comma-separated steps (gemm,triton,timer_check,bandwidth,launch,ort,timeslice)",
+    )
+    device.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        default=None,
+        help="merge saved profiles (JSON files or folders) instead of measuring",
+    )
+    device.set_defaults(handler=cmd_device_profile)
 
     predict = commands.add_parser(
         "predict", help="predict the latency of ONNX models (files or folders) at batch sizes under loads"
