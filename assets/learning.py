@@ -11,13 +11,14 @@ from assets.analysis import POOL, model_dags
 from assets.measurement import kernel_benchmarks, model_benchmarks
 from hase_dagster.core.config import load_config
 from hase_dagster.core.errors import HaseError
-from hase_dagster.learn.evaluation import evaluate, write_report
+from hase_dagster.learn.evaluation import evaluate, scatter_plot, write_report
 from hase_dagster.learn.predict import predict_model
 from hase_dagster.learn.training import Predictor, kernels_by_variant, load_at_level, predictor_path, train_predictor
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
 
 GROUP = "learning"
+UI_PLOT_WIDTH_PX = 640  # the evaluation plot as the UI shows it (metadata "scatter")
 
 
 @dg.asset(
@@ -155,11 +156,15 @@ def evaluation_report(context: dg.AssetExecutionContext, hase: HaseResource) -> 
     )
     store.replace_partition("evaluation_cases", {"ep": ep}, cases)
     overall = result.summary[result.summary["stress_level"] == "all"].set_index("setting")
-    encoded = base64.b64encode(image.read_bytes()).decode()
+    # The UI shows a markdown image at its own size, and its metadata dialog is narrower than the
+    # report's plot: a 640 px copy with the panels stacked fits.
+    fitted = scatter_plot(result.cases, out_dir / "evaluation-ui.png", f"Hase on {ep}", width_px=UI_PLOT_WIDTH_PX)
+    encoded = base64.b64encode(fitted.read_bytes()).decode()
     return dg.MaterializeResult(
         metadata={
             "ep": ep,
             "report": dg.MetadataValue.path(str(out_dir / "evaluation.md")),
+            "plot": dg.MetadataValue.path(str(image)),
             **{
                 ("mean_mape_pct" if setting == "trained_on_all" else f"{setting}_mean_mape_pct"): float(value)
                 for setting, value in overall["mean_mape_pct"].items()
@@ -170,4 +175,57 @@ def evaluation_report(context: dg.AssetExecutionContext, hase: HaseResource) -> 
     )
 
 
-learning_assets = [latency_regressor, latency_predictions, evaluation_report]
+@dg.asset(
+    deps=[latency_regressor],
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"xgboost", "json"},
+    check_specs=[dg.AssetCheckSpec("bundle_predicts_as_its_predictor", asset="predictor_bundle", blocking=True)],
+    description="The profile's trained predictor as a portable bundle (predictor, fusion rules where the "
+    "fusion_rules asset wrote them, load table, provenance, evaluation figures, checksums), for "
+    "`hase predict --predictor` on machines without the device.",
+)
+def predictor_bundle(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
+    from hase_dagster.learn.bundles import bundle_rules_path, export_bundle, local_provenance, read_bundle
+
+    profile = hase.profile()
+    ep = profile.execution_provider
+    paths = hase.paths()
+    predictor = Predictor.load(predictor_path(paths.root, ep))
+    name = f"{profile.name or ep}-local"
+    rules = bundle_rules_path(paths.root, ep)
+    provenance = {**local_provenance(ep), "profile": profile.name}
+    folder = export_bundle(hase.warehouse(), ep, predictor, paths.bundles / name, name, rules, provenance)
+    bundle = read_bundle(folder)
+    # The bundle must predict what its predictor predicts on the same kernels.
+    store = hase.warehouse()
+    kernels = next(iter(kernels_by_variant(store, ep).items()), None)
+    same = True
+    if kernels is not None:
+        load = bundle.load_for("idle")[0]
+        ours = predict_model(kernels[0], kernels[1], predictor.regressor, predictor.composition, load, "", None)
+        theirs = predict_model(
+            kernels[0], kernels[1], bundle.predictor.regressor, bundle.predictor.composition, load, "", None
+        )
+        same = abs(ours.predicted_ms - theirs.predicted_ms) <= 1e-6 * max(ours.predicted_ms, 1e-9)
+    headline = bundle.document["evaluation"].get("headline", {})
+    context.log.info(f"bundle {name} written to {folder}; fusion rules: {rules or 'none'}")
+    return dg.MaterializeResult(
+        metadata={
+            "ep": ep,
+            "path": dg.MetadataValue.path(str(folder)),
+            "fusion_rules": str(rules) if rules else "none (static detection unavailable)",
+            "bytes": sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()),
+            "evaluation": dg.MetadataValue.json(headline),
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="bundle_predicts_as_its_predictor",
+                passed=same,
+                metadata={"variant": str(kernels[0]) if kernels else ""},
+            )
+        ],
+    )
+
+
+learning_assets = [latency_regressor, latency_predictions, evaluation_report, predictor_bundle]

@@ -1,7 +1,9 @@
 """Regressor, prediction and evaluation on real measurements of a tiny zoo (in-process Dagster)."""
 
+import base64
 import copy
 import json
+import struct
 from pathlib import Path
 
 import dagster as dg
@@ -86,6 +88,19 @@ def test_learning_assets_train_predict_and_report(trained: dict) -> None:
     never_seen = cases[cases["setting"] == "never_seen"]
     assert set(never_seen["architecture"]) == {"squeezenet1_1"} and never_seen["idle_kernel_sum_ms"].notna().all()
     assert set(cases.loc[cases["setting"] != "never_seen", "architecture"]) == {"resnet18", "transformer_encoder"}
+
+
+def test_the_evaluation_plot_fits_the_ui_metadata_dialog(trained: dict) -> None:
+    """The UI shows a markdown image at its own size: the plot in the metadata is 640 px wide at most
+    (the report's side-by-side plot was 1980 px, wider than the dialog)."""
+    metadata = trained["result"].asset_materializations_for_node("evaluation_report")[0].metadata
+    markdown = metadata["scatter"].value
+    assert markdown.startswith("![predicted vs measured](data:image/png;base64,")
+    png = base64.b64decode(markdown.split("base64,", 1)[1].rstrip(")"))
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])  # the IHDR chunk
+    assert 300 <= width <= 640 and height > width  # three settings stacked
+    assert metadata["plot"].value.endswith("evaluation.png")
 
 
 def test_held_out_model_is_measured_but_never_trained_on(trained: dict) -> None:

@@ -310,16 +310,32 @@ def overlap_section(optimized_dir: str | os.PathLike[str]) -> str:
     return "## Execution overlap (ORT profile)\n\n" + frame.to_markdown(index=False) + "\n\n" + verdict
 
 
-def scatter_plot(cases: pd.DataFrame, path: str | os.PathLike[str], title: str) -> Path:
-    """Predicted vs measured mean latency, one colour per stress level, both settings side by side."""
+def scatter_plot(cases: pd.DataFrame, path: str | os.PathLike[str], title: str, width_px: int | None = None) -> Path:
+    """Predicted vs measured mean latency, one colour per stress level, one panel per setting.
+
+    Args:
+        cases: the evaluation cases (``setting``, ``stress_level``, measured and predicted means).
+        path: the PNG to write.
+        title: the panels' title prefix.
+        width_px: None for the report's plot (panels side by side, 660 px per panel); else the
+            image's width in pixels, panels stacked (the UI shows a metadata image at its own size).
+
+    Returns:
+        ``path``.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     settings = list(dict.fromkeys(cases["setting"]))
-    figure, axes = plt.subplots(1, len(settings), figsize=(6 * len(settings), 5), squeeze=False)
-    for axis, setting in zip(axes[0], settings):
+    dpi = 110
+    if width_px is None:
+        rows, columns, size = 1, len(settings), (6.0 * len(settings), 5.0)
+    else:
+        rows, columns, size = len(settings), 1, (width_px / dpi, 0.75 * width_px / dpi * len(settings))
+    figure, axes = plt.subplots(rows, columns, figsize=size, squeeze=False)
+    for axis, setting in zip(axes.flat, settings):
         group = cases[cases["setting"] == setting]
         for level, points in group.groupby("stress_level"):
             axis.scatter(points["measured_mean_ms"], points["predicted_mean_ms"], label=f"stress {level:.2f}", s=30)
@@ -339,6 +355,6 @@ def scatter_plot(cases: pd.DataFrame, path: str | os.PathLike[str], title: str) 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=dpi)
     plt.close(figure)
     return path
