@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.analysis import analysis_assets
+from assets.device import device_assets, device_profile_job
 from assets.jobs import analysis_job, benchmark_job, latency_predictions_job, learning_job
 from assets.learning import learning_assets
 from assets.measurement import measurement_assets
@@ -32,5 +33,6 @@ defs = dg.Definitions.merge(
     dg.Definitions(
         assets=learning_assets, jobs=[learning_job, latency_predictions_job], sensors=[prometheus_load_sensor]
     ),
+    dg.Definitions(assets=device_assets, jobs=[device_profile_job]),
     dg.Definitions(resources=hase_resources(load_config().prometheus_url)),
 )

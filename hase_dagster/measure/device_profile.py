@@ -314,6 +314,8 @@ def profile_device(
     """
     if device not in DEVICES:
         raise HaseError(f"unknown device {device!r}; one of {', '.join(DEVICES)}")
+    if device == "cpu" and steps:
+        raise HaseError("steps choose among the GPU's measurements; the CPU profile has none to choose (drop --steps)")
     started = time.monotonic()
     document: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -332,6 +334,33 @@ def profile_device(
     document["peaks"] = peaks_of(document)
     document["seconds"] = round(time.monotonic() - started, 1)
     return document
+
+
+def resolve_device(name: str) -> str:
+    """``auto`` is ``cuda`` where torch sees a CUDA GPU, else ``cpu``; other names pass through.
+
+    Raises:
+        HaseError: a name other than ``auto``, ``cpu`` and ``cuda``.
+    """
+    if name == "auto":
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if name not in DEVICES:
+        raise HaseError(f"unknown device {name!r}; one of auto, {', '.join(DEVICES)}")
+    return name
+
+
+def summary_lines(document: dict[str, Any]) -> list[str]:
+    """A few lines for a terminal: the peaks, and the steps that failed."""
+    peaks = document["peaks"]
+    tflops = ", ".join(f"{k} {v:.3g}" for k, v in sorted(peaks["tflops"].items())) or "none"
+    lines = [f"{document.get('device_name')} ({document['device']}): peak TFLOPS {tflops}"]
+    if peaks.get("bandwidth_gbps"):
+        hbm = f" of {peaks['hbm_peak_gbps']:.0f} GB/s (NVML peak)" if peaks.get("hbm_peak_gbps") else ""
+        lines.append(f"best bandwidth {peaks['bandwidth_gbps']:.1f} GB/s{hbm}")
+    lines += [f"step {step} FAILED: {error}" for step, error in (document.get("errors") or {}).items()]
+    return lines
 
 
 def peaks_of(document: dict[str, Any]) -> dict[str, Any]:
@@ -354,6 +383,58 @@ def peaks_of(document: dict[str, Any]) -> dict[str, Any]:
         "bandwidth_gbps": max(bandwidth) if bandwidth else None,
         "hbm_peak_gbps": document.get("memory", {}).get("peak_gbps"),
     }
+
+
+def merge_profiles(documents: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One profile from several of the same device (e.g. the GPU run's steps, each in its own
+    process): row lists are concatenated, sections merged, the first document's settings kept and
+    the peaks recomputed.
+
+    Raises:
+        HaseError: no documents, or documents of different devices or schemas.
+    """
+    if not documents:
+        raise HaseError("no device profiles to merge")
+    devices = {(d.get("device"), d.get("device_name"), d.get("schema_version")) for d in documents}
+    if len(devices) != 1:
+        raise HaseError(f"cannot merge profiles of different devices or schemas: {sorted(map(str, devices))}")
+    merged: dict[str, Any] = json.loads(json.dumps(documents[0], default=str))
+    for document in documents[1:]:
+        for key, value in document.items():
+            if key in ("peaks", "seconds"):
+                continue
+            if isinstance(value, list) and isinstance(merged.get(key), list):
+                merged[key] = merged[key] + [item for item in value if item not in merged[key]]
+            elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged.setdefault(key, value)
+    merged["seconds"] = round(sum(float(d.get("seconds") or 0.0) for d in documents), 1)
+    merged["peaks"] = peaks_of(merged)
+    return merged
+
+
+def read_profile(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A saved profile document (``device_profile.json``, or a folder holding one).
+
+    Raises:
+        HaseError: no readable profile of this schema there.
+    """
+    candidate = Path(path)
+    if candidate.is_dir():
+        candidate = candidate / PROFILE_FILE
+    if not candidate.is_file():
+        raise HaseError(
+            f"no device profile at {candidate}: run `hase device-profile` or materialize the device_profile asset"
+        )
+    try:
+        document = json.loads(candidate.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HaseError(f"cannot read the device profile {candidate}: {exc}") from exc
+    if not isinstance(document, dict) or document.get("schema_version") != SCHEMA_VERSION:
+        found = document.get("schema_version") if isinstance(document, dict) else None
+        raise HaseError(f"{candidate} has device-profile schema {found!r}; this Hase reads {SCHEMA_VERSION}")
+    return document
 
 
 def device_profile_dir(data_root: str | os.PathLike[str], device: str) -> Path:
@@ -433,22 +514,6 @@ def load_roofline(path: str | os.PathLike[str], device: str | None = None) -> Ro
         HaseError: no profile there, or one this code cannot read.
     """
     candidate = Path(path)
-    if candidate.is_dir():
-        inside = candidate / PROFILE_FILE
-        candidate = (
-            inside if inside.exists() or device is None else device_profile_dir(candidate, device) / PROFILE_FILE
-        )
-    if not candidate.is_file():
-        raise HaseError(
-            f"no device profile at {candidate}: run `hase device-profile` or materialize the device_profile asset"
-        )
-    try:
-        document = json.loads(candidate.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise HaseError(f"cannot read the device profile {candidate}: {exc}") from exc
-    if document.get("schema_version") != SCHEMA_VERSION:
-        raise HaseError(
-            f"{candidate} has device-profile schema {document.get('schema_version')!r}; "
-            f"this Hase reads {SCHEMA_VERSION}"
-        )
-    return roofline_peaks(document)
+    if candidate.is_dir() and not (candidate / PROFILE_FILE).exists() and device is not None:
+        candidate = device_profile_dir(candidate, device)
+    return roofline_peaks(read_profile(candidate))

@@ -228,12 +228,14 @@ def materialize_all(
     profile_name: str | None = None,
     batch_sizes: list[int] | None = None,
     instance: dg.DagsterInstance | None = None,
-    stages: tuple[str, ...] = ("analysis", "benchmark", "learning"),
+    stages: tuple[str, ...] = ("device", "analysis", "benchmark", "learning"),
     stress_levels: list[float] | None = None,
 ) -> dict[str, Any]:
     """Materialize every asset for every partition of ``profile_name``, stage by stage; return what ran.
 
-    A stage runs for a batch size only when the stages before it succeeded for that batch size.
+    The device stage profiles the profile's device (its partition of ``device_profile``) first. A
+    stage runs for a batch size only when the stages before it succeeded for that batch size; the
+    device profile gates nothing.
     """
     from hase_dagster.core.config import stress_level_key
     from hase_dagster.definitions import defs
@@ -273,6 +275,11 @@ def materialize_all(
 
     with stop_on_signal() as received:
         try:
+            if "device" in stages:
+                job = defs.resolve_job_def("device_profile_job")
+                result = run_job(job, profile.device, instance, resources, profile.name, repository)
+                stop_if(received, result)
+                record("device", profile.device, result)
             for batch in batches:
                 if "analysis" in stages:
                     job = defs.resolve_job_def("analysis_job")
@@ -287,7 +294,7 @@ def materialize_all(
                         result = run_job(job, key, instance, resources, profile.name, repository)
                         stop_if(received, result)
                         record("benchmark", str(key), result)
-            if "learning" in stages and all(r["status"] == "SUCCESS" for r in runs):
+            if "learning" in stages and all(r["status"] == "SUCCESS" for r in runs if r["stage"] != "device"):
                 job = defs.resolve_job_def("learning_job")
                 result = run_job(job, None, instance, resources, profile.name, repository)
                 stop_if(received, result)

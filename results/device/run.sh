@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Issue 15 A: the device profile on a GPU host, in steps that resume. Every call
+#   bash results/device/run.sh BUDGET_S
+# runs the steps not yet done, each in its own process, until BUDGET_S seconds have passed, then
+# merges what exists into one profile (JSON + report.md + PNG plots) and copies it to $OUT.
+# Steps (state in $STATE, default /tmp/hase-device, so a second call on the same machine resumes):
+#   cpu        the host's CPU counterpart (torch/numpy GEMM, bandwidth, ORT CPU overhead), quick
+#   core       cuBLAS GEMM per precision, the event timer against CUPTI, HBM bandwidth vs the NVML
+#              peak, launch latency, ORT's per-run overhead on the CUDA EP
+#   triton     Hase's autotuned Triton GEMM against cuBLAS (autotuning and compiles included)
+#   timeslice  the probe's timeline alone, beside a spinning second process, beside the stressor
+# Settings (environment): PY (python3; .venv/bin/python rehearses on a dev machine), OUT (/tmp/out),
+# STATE (/tmp/hase-device), QUICK=1 (--quick sizes everywhere). Needs torch (with triton), numpy,
+# pandas, matplotlib, nvidia-ml-py, onnx and onnxruntime-gpu (the lead's wheels at /tmp/site).
+set -uo pipefail
+budget=${1:-}
+if ! [[ "$budget" =~ ^[0-9]+$ ]] || (( budget <= 0 )); then
+  echo "run.sh: the budget must be a positive whole number of seconds, got '$budget'" >&2; exit 2
+fi
+started=$SECONDS
+export PYTHONPATH=/tmp/site:$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+PY=${PY:-python3}
+OUT=${OUT:-/tmp/out}
+STATE=${STATE:-/tmp/hase-device}
+quick=()
+[ -n "${QUICK:-}" ] && quick=(--quick)
+mkdir -p "$OUT" "$STATE/steps"
+
+hase() { "$PY" -m hase_dagster.orchestration.cli "$@"; }
+# step NAME ESTIMATE_S COMMAND...: run unless done; skip it (and every later step) when fewer than
+# ESTIMATE_S seconds are left. A failed step is reported and retried by the next call.
+out_of_time=0
+step() {
+  local name=$1 estimate=$2; shift 2
+  [ -e "$STATE/steps/$name" ] && { echo "$name: done before"; return 0; }
+  (( out_of_time )) && return 0
+  if (( SECONDS - started + estimate > budget )); then
+    out_of_time=1; echo "stop before $name: $((SECONDS - started)) s used of $budget"; return 0
+  fi
+  local t0=$SECONDS
+  if "$@" > "$STATE/steps/$name.log" 2>&1; then
+    touch "$STATE/steps/$name"; echo "$name: done in $((SECONDS - t0)) s"
+  else
+    echo "$name: FAILED after $((SECONDS - t0)) s"; tail -20 "$STATE/steps/$name.log"
+  fi
+}
+
+step cpu 30 hase device-profile --device cpu --quick --out "$STATE/cpu"
+if "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv,noheader 2>/dev/null
+  step core 90 hase device-profile --device cuda "${quick[@]}" --steps gemm,timer_check,bandwidth,launch,ort --out "$STATE/core"
+  step triton 150 hase device-profile --device cuda "${quick[@]}" --steps triton --out "$STATE/triton"
+  step timeslice 60 hase device-profile --device cuda "${quick[@]}" --steps timeslice --out "$STATE/timeslice"
+  parts=()
+  for part in core triton timeslice; do [ -e "$STATE/$part/device_profile.json" ] && parts+=("$STATE/$part"); done
+  if (( ${#parts[@]} )); then
+    hase device-profile --merge "${parts[@]}" --out "$STATE/gpu" > "$STATE/steps/merge.log" 2>&1 \
+      || { echo "merge: FAILED"; tail -5 "$STATE/steps/merge.log"; }
+  fi
+else
+  echo "no CUDA GPU here (torch sees none): the GPU steps (core, triton, timeslice) are skipped; only the CPU profile ran"
+fi
+
+# Every call brings back what exists so far: a machine can be taken back between calls.
+rm -rf "$OUT/device" && mkdir -p "$OUT/device"
+for part in cpu gpu; do
+  [ -d "$STATE/$part" ] && cp -r "$STATE/$part" "$OUT/device/"
+done
+cat "$STATE"/steps/*.log > "$OUT/device/steps.log" 2>/dev/null
+tar -C "$OUT" -czf "$OUT/device-profile.tar.gz" device
+for part in cpu gpu; do
+  [ -e "$OUT/device/$part/device_profile.json" ] && sed -n '1,12p' "$OUT/device/$part/report.md"
+done
+echo "steps done: $(ls "$STATE/steps" | grep -vc '\.log$') after $((SECONDS - started)) s"
