@@ -10,9 +10,11 @@ from assets.partitions import batch_size_partitions, stress_level_partitions
 ANALYSED = dg.AssetKey("model_dags")
 MEASURED = dg.AssetKey("model_benchmarks")
 LEARNED = dg.AssetKey("latency_regressor")
+SENSOR_NAME = "batch_size_backfill_sensor"
 
 
 @dg.sensor(
+    name=SENSOR_NAME,
     jobs=[analysis_job, benchmark_job, learning_job],
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
@@ -37,12 +39,32 @@ def batch_size_backfill_sensor(context: dg.SensorEvaluationContext) -> dg.Sensor
                     dg.RunRequest(job_name=benchmark_job.name, partition_key=key, run_key=f"benchmark-{key}")
                 )
     if requests:
-        return dg.SensorResult(run_requests=requests)
+        return only_new(instance, requests)
     measured_at = instance.get_latest_materialization_event(MEASURED)
     learned_at = instance.get_latest_materialization_event(LEARNED)
     if measured_at is not None and (learned_at is None or learned_at.timestamp < measured_at.timestamp):
         run_key = f"learning-after-{measured_at.timestamp:.6f}"
-        return dg.SensorResult(run_requests=[dg.RunRequest(job_name=learning_job.name, run_key=run_key)])
+        return only_new(instance, [dg.RunRequest(job_name=learning_job.name, run_key=run_key)])
     return dg.SensorResult(
         skip_reason="every batch size is analysed and benchmarked at every stress level, and learned from"
+    )
+
+
+def only_new(instance: dg.DagsterInstance, requests: list[dg.RunRequest]) -> dg.SensorResult:
+    """The requests whose run key this sensor has not used yet; when none is left, a skip that names
+    the runs already requested (Dagster would drop those requests itself, and its tick would show
+    SKIPPED with no reason)."""
+    new, waiting = [], []
+    for request in requests:
+        tags = {"dagster/sensor_name": SENSOR_NAME, "dagster/run_key": str(request.run_key)}
+        earlier = instance.get_runs(filters=dg.RunsFilter(tags=tags), limit=1)
+        if earlier:
+            waiting.append(f"{request.run_key} (run {earlier[0].run_id[:8]}, {earlier[0].status.value})")
+        else:
+            new.append(request)
+    if new:
+        return dg.SensorResult(run_requests=new)
+    shown = ", ".join(waiting[:5]) + (f" and {len(waiting) - 5} more" if len(waiting) > 5 else "")
+    return dg.SensorResult(
+        skip_reason=f"waiting for runs requested earlier ({shown}); a failed one is retried from the UI"
     )

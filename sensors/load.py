@@ -106,8 +106,8 @@ def hase_run_in_the_way(instance: dg.DagsterInstance, now: float, settle_s: floa
         ended = record.end_time or record.update_timestamp.timestamp()
         if run.job_name in HASE_JOBS and now - ended < settle_s:
             return (
-                f"a Hase run ended {max(0.0, now - ended):.0f} s ago ({run.job_name}, run {run.run_id}); its load leaves "
-                f"the reading after {settle_s:.0f} s"
+                f"a Hase run ended {max(0.0, now - ended):.0f} s ago ({run.job_name}, run {run.run_id}); "
+                f"its load leaves the reading after {settle_s:.0f} s"
             )
     return None
 
