@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+# Predictor bundles shipped in the repository (``hase predict --predictor h100`` finds them by name).
+SHIPPED_BUNDLES = Path(__file__).resolve().parents[2] / "results" / "bundles"
+
 
 @dataclass(frozen=True)
 class DataPaths:
@@ -38,6 +41,11 @@ class DataPaths:
     def predictor(self, ep: str) -> Path:
         """The trained predictor's folder (JSON + model files, see ``learn.training.Predictor``)."""
         return self.root / "regressors" / ep / "predictor"
+
+    @property
+    def bundles(self) -> Path:
+        """Predictor bundles imported with ``hase predictor import`` (one folder per bundle name)."""
+        return self.root / "bundles"
 
     def reports(self, ep: str) -> Path:
         return self.root / "reports" / ep

@@ -7,12 +7,14 @@ for kernels of a model to predict (from ``hase analyze``), so the two cannot dri
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from math import log1p, prod
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas is imported where frames are built: a prediction needs none (and no import time)
+    import pandas as pd
 
 MAX_RANK = 4
 NUMERIC_FEATURES: tuple[str, ...] = (
@@ -102,6 +104,8 @@ def feature_frame(
     ``load`` is either one mapping applied to every kernel (prediction) or a frame with one row per
     kernel holding ``bg_<field>`` columns (training rows).
     """
+    import pandas as pd
+
     records = kernels.to_dict("records") if isinstance(kernels, pd.DataFrame) else list(kernels)
     frame = pd.DataFrame([kernel_features(k) for k in records])
     for field in load_fields:
@@ -122,3 +126,26 @@ def as_matrix(frame: pd.DataFrame, families: list[str], ops: list[str], load_fie
     family_hot = (frame["family"].to_numpy()[:, None] == np.array(families)[None, :]).astype(float)
     op_hot = (frame["op"].to_numpy()[:, None] == np.array(ops)[None, :]).astype(float)
     return np.hstack([numeric, family_hot, op_hot])
+
+
+def feature_matrix(
+    kernels: Sequence[Mapping[str, Any]],
+    loads: Sequence[Mapping[str, float]],
+    families: list[str],
+    ops: list[str],
+    load_fields: list[str],
+) -> np.ndarray:
+    """The matrix :func:`as_matrix` makes of :func:`feature_frame` for these kernels, without pandas:
+    one block of rows per load in ``loads`` (every kernel under the first load, then under the
+    second...), so a prediction under several loads computes each kernel's features once."""
+    features = [kernel_features(k) for k in kernels]
+    shape = np.array([[f[name] for name in NUMERIC_FEATURES] for f in features], dtype=float).reshape(
+        len(features), len(NUMERIC_FEATURES)
+    )
+    family_hot = np.array([f["family"] for f in features], dtype=object)[:, None] == np.array(families)[None, :]
+    op_hot = np.array([f["op"] for f in features], dtype=object)[:, None] == np.array(ops)[None, :]
+    blocks = []
+    for load in loads:
+        load_columns = np.tile([float(load[name]) for name in load_fields], (len(features), 1))
+        blocks.append(np.hstack([shape, load_columns, family_hot.astype(float), op_hot.astype(float)]))
+    return np.vstack(blocks) if blocks else np.zeros((0, len(numeric_columns(load_fields)) + len(families) + len(ops)))

@@ -15,12 +15,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-from scipy.optimize import lsq_linear
 
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.fusion import VIEW_OP_TYPES
 from hase_dagster.analysis.model_dag import build_dag, critical_path
-from hase_dagster.learn.features import feature_frame
 from hase_dagster.learn.regressor import LatencyRegressor
 
 
@@ -149,6 +147,8 @@ def _relative_fit(design: np.ndarray, measured: np.ndarray, terms: tuple[Term, .
     """Bounded least squares on relative errors (models span 0.05 to 300 ms, and a plain fit would
     serve the largest and ignore the smallest), with a light pull toward the priors; returns the
     coefficients and the mean squared relative error."""
+    from scipy.optimize import lsq_linear  # fitting only: a prediction does not pay scipy's import
+
     relative = design / measured[:, None]
     scale = np.sqrt(np.mean(relative**2, axis=0))
     scale[scale == 0] = 1.0
@@ -238,6 +238,13 @@ class ModelPrediction:
     coverage: dict[str, Any]
     kernels: list[KernelPrediction] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Where the kernel list came from: "analysis" (optimized, profiled and fingerprinted on the EP)
+    # or "static" (detected from the ONNX file with a bundle's fusion rules, nothing executed).
+    kernel_source: str = "analysis"
+    # The bundle that predicted (``learn.bundles.Bundle.summary``); None for the data directory's predictor.
+    predictor: dict[str, Any] | None = None
+    # Static detection's coverage (ops no fusion rule covers, kept as unfused kernels); None after analysis.
+    detection_coverage: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -248,23 +255,34 @@ def predict_kernels(
 ) -> list[KernelPrediction]:
     """Every kernel under ``load``; kernels of a family the regressor never saw are marked fallback
     (their estimate comes from shapes, FLOPs and bytes alone)."""
+    return predict_kernels_under(regressor, kernels, [load])[0]
+
+
+def predict_kernels_under(
+    regressor: LatencyRegressor, kernels: list[Kernel], loads: list[dict[str, float]]
+) -> list[list[KernelPrediction]]:
+    """Every kernel under each of ``loads``, in one pass of the regressor (see :func:`predict_kernels`)."""
     if not kernels:
-        return []
+        return [[] for _ in loads]
     records = [k.to_dict() for k in kernels]
-    predicted = regressor.predict(feature_frame(records, load, regressor.load_fields))
-    return [
-        KernelPrediction(
-            order=k.order,
-            node_name=k.node_name,
-            family=k.family,
-            instance_id=k.instance_id,
-            median_ms=float(predicted["median_ms"][i]),
-            mean_ms=float(predicted["mean_ms"][i]),
-            p90_ms=float(predicted["p90_ms"][i]),
-            fallback=not regressor.knows(k.family),
+    out = []
+    for predicted in regressor.predict_kernels(records, loads):
+        out.append(
+            [
+                KernelPrediction(
+                    order=k.order,
+                    node_name=k.node_name,
+                    family=k.family,
+                    instance_id=k.instance_id,
+                    median_ms=float(predicted["median_ms"][i]),
+                    mean_ms=float(predicted["mean_ms"][i]),
+                    p90_ms=float(predicted["p90_ms"][i]),
+                    fallback=not regressor.knows(k.family),
+                )
+                for i, k in enumerate(kernels)
+            ]
         )
-        for i, k in enumerate(kernels)
-    ]
+    return out
 
 
 def idle_load(regressor: LatencyRegressor, load: dict[str, float]) -> dict[str, float]:
@@ -290,8 +308,7 @@ def model_sums(
     regressor: LatencyRegressor, kernels: list[Kernel], load: dict[str, float]
 ) -> tuple[Sums, list[KernelPrediction]]:
     """Kernel predictions under ``load`` and the sums composition needs (with the idle sum)."""
-    predictions = predict_kernels(regressor, kernels, load)
-    idle = predict_kernels(regressor, kernels, idle_load(regressor, load))
+    predictions, idle = predict_kernels_under(regressor, kernels, [load, idle_load(regressor, load)])
     return kernel_sums(predictions, float(load[regressor.load_fields[0]]), idle), predictions
 
 
@@ -305,15 +322,51 @@ def predict_model(
     batch_size: int | None = None,
 ) -> ModelPrediction:
     """Predict one model's latency under ``load`` from its kernels."""
+    return predict_model_under(model, kernels, regressor, composition, [(load, load_source)], batch_size)[0]
+
+
+def predict_model_under(
+    model: str,
+    kernels: list[Kernel],
+    regressor: LatencyRegressor,
+    composition: Composition,
+    loads: list[tuple[dict[str, float], str]],
+    batch_size: int | None = None,
+) -> list[ModelPrediction]:
+    """Predict one model's latency under each ``(load, load source)``, with one regressor pass over
+    every load and its idle twin and one DAG: what :func:`predict_model` returns for each, faster."""
+    for load, _ in loads:
+        missing = [f for f in regressor.load_fields if f not in load]
+        if missing:
+            raise ValueError(f"load lacks {missing}, which the regressor needs")
+    asked = [load for load, _ in loads] + [idle_load(regressor, load) for load, _ in loads]
+    predicted = predict_kernels_under(regressor, kernels, asked)
+    dag = build_dag(model, regressor.ep, kernels)
+    out = []
+    for i, (load, load_source) in enumerate(loads):
+        predictions, idle = predicted[i], predicted[len(loads) + i]
+        sums = kernel_sums(predictions, float(load[regressor.load_fields[0]]), idle)
+        out.append(
+            _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, dag)
+        )
+    return out
+
+
+def _model_prediction(
+    model: str,
+    regressor: LatencyRegressor,
+    composition: Composition,
+    load: dict[str, float],
+    load_source: str,
+    batch_size: int | None,
+    sums: Sums,
+    predictions: list[KernelPrediction],
+    dag: Any,
+) -> ModelPrediction:
     warnings: list[str] = []
-    missing = [f for f in regressor.load_fields if f not in load]
-    if missing:
-        raise ValueError(f"load lacks {missing}, which the regressor needs")
-    sums, predictions = model_sums(regressor, kernels, load)
     mean, p90 = composition.apply(sums)
     scale = mean / sums.mean_ms if sums.mean_ms > 0 else 1.0
     by_node = {p.node_name: p.mean_ms for p in predictions}
-    dag = build_dag(model, regressor.ep, kernels)
     path_ms, _ = critical_path(dag, lambda node: by_node[node])
     fallback = [p for p in predictions if p.fallback]
     if fallback:

@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 import math
+import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
-from hase_dagster.analysis.analyze import analyze_model
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.core.config import EpName, Profile
 from hase_dagster.core.errors import HaseError
@@ -19,8 +20,26 @@ from hase_dagster.core.ort_runtime import load_onnx
 from hase_dagster.learn.predict import predict_model
 from hase_dagster.learn.regressor import mape, within
 from hase_dagster.learn.training import Predictor, load_at_level, predictor_path
-from hase_dagster.measure.prometheus import PrometheusClient
-from warehouse.store import Warehouse
+
+if TYPE_CHECKING:  # a bundle's prediction reads no warehouse
+    from warehouse.store import Warehouse
+
+
+def model_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
+    """Each path that is a file, and every ``*.onnx`` directly in each path that is a folder."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(path.glob("*.onnx"))
+            if not found:
+                raise HaseError(f"{path} holds no .onnx file")
+            out += found
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise HaseError(f"no such ONNX file or folder: {path}")
+    return out
 
 
 def parse_load_spec(spec: str) -> tuple[str, float | None]:
@@ -52,6 +71,8 @@ def resolve_load(
     if kind == "level":
         assert level is not None
         return load_at_level(store, ep, level), f"level={level:.2f} (background measured at that stress level)"
+    from hase_dagster.measure.prometheus import PrometheusClient
+
     return PrometheusClient(url=prometheus_url).current_load(load_fields), f"prometheus at {prometheus_url}"
 
 
@@ -94,6 +115,8 @@ class PreparedFile:
 def prepare_files(paths: list[Path], ep: EpName, tmp: Path) -> tuple[list[PreparedFile], list[dict[str, Any]]]:
     """Load and analyse each file; one that cannot be (not ONNX, ORT rejects it) becomes an error case
     ``{"model": name, "error": why}`` instead of ending the evaluation of the others."""
+    from hase_dagster.analysis.analyze import analyze_model
+
     prepared: list[PreparedFile] = []
     errors: list[dict[str, Any]] = []
     for path in paths:

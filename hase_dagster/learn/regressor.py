@@ -13,12 +13,12 @@ whole model architectures (no kernel instance of the test architecture in traini
 from __future__ import annotations
 
 import platform
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
@@ -30,7 +30,10 @@ from hase_dagster.learn.estimators import (
     load_estimator,
     make_estimator,
 )
-from hase_dagster.learn.features import as_matrix, feature_frame, numeric_columns
+from hase_dagster.learn.features import as_matrix, feature_frame, feature_matrix, numeric_columns
+
+if TYPE_CHECKING:  # imported where training needs it: a prediction from a saved regressor needs no pandas
+    import pandas as pd
 
 MIN_TRAINING_ROWS = 20
 TARGETS = ("median_ms", "mean_ms", "p90_ms")
@@ -67,7 +70,20 @@ class LatencyRegressor:
 
     def predict(self, features: pd.DataFrame) -> dict[str, np.ndarray]:
         """Milliseconds per target for each row of a feature frame (p90 never below median or mean)."""
-        x = self.matrix(features)
+        return self.predict_matrix(self.matrix(features))
+
+    def predict_kernels(
+        self, kernels: Sequence[Mapping[str, Any]], loads: Sequence[Mapping[str, float]]
+    ) -> list[dict[str, np.ndarray]]:
+        """Milliseconds per target for catalog-style kernel records under each of ``loads`` (one
+        mapping of targets to per-kernel arrays per load), in one pass of the estimators."""
+        x = feature_matrix(kernels, loads, self.families, self.ops, self.load_fields)
+        predicted = self.predict_matrix(x)
+        n = len(kernels)
+        return [{t: values[i * n : (i + 1) * n] for t, values in predicted.items()} for i in range(len(loads))]
+
+    def predict_matrix(self, x: np.ndarray) -> dict[str, np.ndarray]:
+        """Milliseconds per target for each row of a feature matrix (p90 never below median or mean)."""
         out = {t: np.exp(np.clip(m.predict(x), *LOG_MS_RANGE)) for t, m in self.models.items()}
         if "p90_ms" in out:
             out["p90_ms"] = np.maximum.reduce([out[t] for t in out])
@@ -111,6 +127,7 @@ class LatencyRegressor:
 
 
 def library_versions() -> dict[str, str]:
+    import pandas as pd
     import sklearn
     import xgboost
 

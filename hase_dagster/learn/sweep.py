@@ -24,7 +24,7 @@ from hase_dagster.core.config import EpName
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.paths import DataPaths
 from hase_dagster.learn.predict import ModelPrediction, predict_model
-from hase_dagster.learn.predict_file import resolve_load, with_batch_size
+from hase_dagster.learn.predict_file import model_files, resolve_load, with_batch_size
 from hase_dagster.learn.training import Predictor
 from warehouse.store import Warehouse
 
@@ -63,23 +63,6 @@ class AnalysisCache:
         partial.write_text(json.dumps({"variant_id": path.stem, "kernels": [k.to_dict() for k in analysis.kernels]}))
         partial.replace(entry)
         return analysis.kernels, False
-
-
-def model_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Each path that is a file, and every ``*.onnx`` directly in each path that is a folder."""
-    out: list[Path] = []
-    for raw in paths:
-        path = Path(raw)
-        if path.is_dir():
-            found = sorted(path.glob("*.onnx"))
-            if not found:
-                raise HaseError(f"{path} holds no .onnx file")
-            out += found
-        elif path.is_file():
-            out.append(path)
-        else:
-            raise HaseError(f"no such ONNX file or folder: {path}")
-    return out
 
 
 def predict_sweep(

@@ -8,9 +8,7 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
 from hase_dagster.core.config import infer_family
@@ -20,7 +18,11 @@ from hase_dagster.core.paths import DataPaths
 from hase_dagster.learn.estimators import dumps
 from hase_dagster.learn.predict import Composition, Sums, model_sums
 from hase_dagster.learn.regressor import LatencyRegressor, train_regressor, training_rows
-from warehouse.store import Warehouse
+
+if TYPE_CHECKING:  # loading a predictor (``hase predict --predictor``) imports neither pandas nor DuckDB
+    import pandas as pd
+
+    from warehouse.store import Warehouse
 
 # The predictor folder's format: data only (JSON, XGBoost's UBJSON, numpy arrays without pickle).
 PREDICTOR_FORMAT = "hase-predictor"
@@ -145,6 +147,8 @@ def measured_models(store: Warehouse, ep: str) -> pd.DataFrame:
 
 def background_load(row: dict[str, Any] | pd.Series) -> dict[str, float]:
     """The background metrics of a benchmark row, by field name (missing ones left out)."""
+    import pandas as pd
+
     return {f: float(row[f"bg_{f}"]) for f in ALL_FIELDS if f"bg_{f}" in row and pd.notna(row[f"bg_{f}"])}
 
 
@@ -187,6 +191,8 @@ def load_at_level(store: Warehouse, ep: str, level: float) -> dict[str, float]:
         raise HaseError(
             f"stress level {level} was never benchmarked on {ep}; benchmarked: {levels['stress_level'].tolist()}"
         )
+    import pandas as pd
+
     means = {f: rows[f"bg_{f}"].mean() for f in ALL_FIELDS}
     out = {f: float(v) for f, v in means.items() if pd.notna(v)}
     if LOAD_FIELD[ep] not in out:

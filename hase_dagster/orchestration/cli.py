@@ -223,9 +223,8 @@ def cmd_device_profile(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from hase_dagster.core.config import data_dir, load_config
+    from hase_dagster.core.config import data_dir
     from hase_dagster.learn.predict_file import parse_load_spec
-    from hase_dagster.learn.sweep import predict_sweep
 
     loads = [spec.strip() for spec in args.load.split(",") if spec.strip()]
     for spec in loads:
@@ -239,6 +238,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
             raise HaseError(f"--ep {args.ep} does not match bundle {bundle.name}, which predicts for {bundle.ep}")
         predictions = bundle.predict(args.model, args.batch_size, loads)
     else:
+        from hase_dagster.core.config import load_config
+        from hase_dagster.learn.sweep import predict_sweep
+
         config = load_config()
         ep = args.ep or "cpu"
         predictions = predict_sweep(args.model, args.batch_size, loads, ep, data_dir(), config.prometheus_url)

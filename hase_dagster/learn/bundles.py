@@ -1,0 +1,701 @@
+"""Predictor bundles: a trained predictor that predicts on a machine without its device.
+
+A bundle is one folder per (device, EP, ORT version, precision)::
+
+    bundle.json           what it is: device, EP, versions, provenance, evaluation figures,
+                          the background load at each benchmarked stress level, and the SHA-256
+                          of every other file (and of itself, less that line)
+    predictor/            the predictor folder (``learn.training.Predictor``: JSON, XGBoost's
+                          UBJSON, numpy arrays; nothing in it executes), with each XGBoost model's
+                          trees also as arrays so a prediction need not import XGBoost
+    fusion_rules.json     the EP's fusion rules (``analysis.fusion_rules``), for static detection
+
+With a bundle, a model becomes its kernel list by static detection (no execution, no target EP),
+its loads come from the bundle's load table (``idle``, ``level=X``) or from Prometheus, and the
+predictor answers. A bundle made for another ORT major.minor than the installed one, or one whose
+files do not match their checksums, is refused with a :class:`HaseError`.
+
+Python API for planners and NAS loops::
+
+    from hase_dagster.learn.bundles import load_bundle
+
+    bundle = load_bundle("h100")  # a shipped or imported name, or a folder
+    for p in bundle.predict(["model.onnx"], batch_sizes=[1, 16, 64], loads=["idle", "level=0.5"]):
+        print(p.model, p.batch_size, p.load_source, p.predicted_ms)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.core.errors import HaseError
+from hase_dagster.core.metrics import LOAD_FIELD
+from hase_dagster.core.paths import SHIPPED_BUNDLES, DataPaths
+from hase_dagster.learn.estimators import Boosted, dumps
+from hase_dagster.learn.predict import ModelPrediction, predict_model_under
+from hase_dagster.learn.predict_file import model_files, parse_load_spec
+from hase_dagster.learn.training import PREDICTOR_FILE, Predictor
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from hase_dagster.analysis.fusion_rules import FusionRules
+    from warehouse.store import Warehouse
+
+BUNDLE_FORMAT = "hase-predictor-bundle"
+BUNDLE_FORMAT_VERSION = 1
+BUNDLE_FILE = "bundle.json"
+PREDICTOR_DIR = "predictor"
+RULES_FILE = "fusion_rules.json"
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+
+
+# --- versions and checksums -------------------------------------------------------------------
+
+
+def installed_ort_version() -> str:
+    """The installed onnxruntime's version, read from package metadata (no import of ORT)."""
+    for package in ("onnxruntime-gpu", "onnxruntime"):
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    raise HaseError("onnxruntime is not installed: a bundle's kernels need ORT's fusion rules")
+
+
+def major_minor(version: str) -> str:
+    """``1.31`` of ``1.31.1`` (ORT's fusions change between minor releases)."""
+    return ".".join(version.split(".")[:2])
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _document_checksum(document: dict[str, Any]) -> str:
+    """SHA-256 of the bundle document without its own ``checksum`` (keys sorted, compact)."""
+    rest = {k: v for k, v in document.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def _listed_files(folder: Path) -> dict[str, str]:
+    return {
+        path.relative_to(folder).as_posix(): _sha256(path)
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.name != BUNDLE_FILE
+    }
+
+
+# --- the bundle -------------------------------------------------------------------------------
+
+
+@dataclass
+class Bundle:
+    """A validated bundle: its document, its predictor and its fusion rules (None when it has none)."""
+
+    folder: Path
+    document: dict[str, Any]
+    predictor: Predictor
+    rules: FusionRules | None = None
+    _kernel_cache: dict[tuple[str, int], tuple[list[Kernel], dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return str(self.document["name"])
+
+    @property
+    def ep(self) -> str:
+        return str(self.document["ep"])
+
+    @property
+    def levels(self) -> dict[float, dict[str, float]]:
+        """The background load measured at each benchmarked stress level."""
+        return {float(level): dict(load) for level, load in self.document["loads"].items()}
+
+    def summary(self) -> dict[str, Any]:
+        """What ``hase predictor list`` and a prediction's ``predictor`` field show of the bundle."""
+        d = self.document
+        return {
+            "name": d["name"],
+            "path": str(self.folder),
+            "device": d["device"],
+            "ep": d["ep"],
+            "ort_version": d["ort_version"],
+            "precision": d["precision"],
+            "created": d["created"],
+            "evaluation": d.get("evaluation", {}).get("headline", {}),
+        }
+
+    def load_for(self, spec: str, prometheus_url: str | None = None) -> tuple[dict[str, float], str]:
+        """The load of one ``--load`` value: ``idle`` and ``level=X`` from the bundle's load table
+        (the background measured at that stress level where the bundle was trained), ``prometheus``
+        read now from ``prometheus_url`` (the config's when None)."""
+        kind, level = parse_load_spec(spec)
+        if kind == "prometheus":
+            from hase_dagster.measure.prometheus import PrometheusClient
+
+            if prometheus_url is None:
+                from hase_dagster.core.config import load_config
+
+                prometheus_url = load_config().prometheus_url
+            fields = self.predictor.regressor.load_fields
+            return PrometheusClient(url=prometheus_url).current_load(fields), f"prometheus at {prometheus_url}"
+        wanted = 0.0 if kind == "idle" else float(level or 0.0)
+        for measured, load in self.levels.items():
+            if math.isclose(measured, wanted, abs_tol=1e-9):
+                if kind == "idle":
+                    return load, f"idle (background of the stress 0.00 benchmarks in bundle {self.name})"
+                return load, f"level={wanted:.2f} (background measured at that stress level, bundle {self.name})"
+        raise HaseError(
+            f"stress level {wanted:g} was never benchmarked for bundle {self.name}; benchmarked: {sorted(self.levels)}"
+        )
+
+    def kernels(self, path: Path, batch_size: int) -> tuple[list[Kernel], dict[str, Any]]:
+        """The kernels the bundle's EP runs for ``path`` at ``batch_size``, by static detection with
+        the bundle's fusion rules (nothing executes), and the detection's coverage; cached per
+        (file, batch size) for the life of the bundle object."""
+        if self.rules is None:
+            raise HaseError(
+                f"bundle {self.name} carries no fusion rules, so it cannot detect kernels statically; "
+                "export it again with --rules"
+            )
+        key = (str(path.resolve()), batch_size)
+        if key not in self._kernel_cache:
+            from hase_dagster.analysis.static_detect import detect_kernels
+            from hase_dagster.learn.predict_file import with_batch_size
+
+            with tempfile.TemporaryDirectory() as tmp:
+                model_path = with_batch_size(path, batch_size, Path(tmp))
+                detection = detect_kernels(model_path, self.rules, variant_id=path.stem)
+            self._kernel_cache[key] = (detection.kernels, dict(detection.coverage))
+        return self._kernel_cache[key]
+
+    def predict(
+        self,
+        models: Iterable[str | os.PathLike[str]],
+        batch_sizes: Iterable[int],
+        loads: Iterable[str] = ("idle",),
+        prometheus_url: str | None = None,
+    ) -> list[ModelPrediction]:
+        """Predict every model at every batch size under every load, on this machine, without the
+        bundle's device: kernels by static detection, loads from the bundle's table.
+
+        Args:
+            models: ONNX files, or folders of them (every ``*.onnx`` directly inside).
+            batch_sizes: batch sizes (a model with a fixed batch must match each one).
+            loads: ``idle``, ``level=X`` (a stress level the bundle was benchmarked at) or
+                ``prometheus`` (read now), each resolved once.
+            prometheus_url: where ``prometheus`` is read (default: the config's).
+
+        Returns:
+            One prediction per (model, batch size, load), in that order, each with ``predictor``
+            (this bundle's summary), ``kernel_source`` ``"static"`` and ``detection_coverage``.
+        """
+        batches = list(batch_sizes)
+        specs = list(loads)
+        if not batches or any(not isinstance(b, int) or b <= 0 for b in batches):
+            raise HaseError(f"batch sizes must be positive integers, got {batches}")
+        if not specs:
+            raise HaseError("no load to predict under")
+        resolved = [self.load_for(spec, prometheus_url) for spec in specs]
+        regressor, composition = self.predictor.regressor, self.predictor.composition
+        summary = self.summary()
+        out: list[ModelPrediction] = []
+        for path in model_files(models):
+            for batch in batches:
+                kernels, coverage = self.kernels(path, batch)
+                for prediction in predict_model_under(path.name, kernels, regressor, composition, resolved, batch):
+                    prediction.predictor = summary
+                    prediction.kernel_source = "static"
+                    prediction.detection_coverage = coverage
+                    uncovered = coverage.get("uncovered_ops") or coverage.get("unfused_ops")
+                    if uncovered:
+                        prediction.warnings.append(
+                            f"static detection: no fusion rule covers {uncovered} op(s); they are kept as unfused "
+                            "kernels (see detection_coverage)"
+                        )
+                    out.append(prediction)
+        return out
+
+
+def read_bundle(folder: str | os.PathLike[str], check_ort: bool = True) -> Bundle:
+    """Read and validate a bundle folder.
+
+    Args:
+        folder: the bundle's folder.
+        check_ort: refuse a bundle made for another ORT major.minor than the installed one.
+
+    Returns:
+        The bundle, its predictor loaded (nothing in it executes).
+
+    Raises:
+        HaseError: no bundle there, a foreign or newer format, a file missing or changed since
+            export (checksum), another ORT version, or a predictor or rules file that does not load.
+    """
+    folder = Path(folder)
+    document_path = folder / BUNDLE_FILE
+    if not document_path.is_file():
+        raise HaseError(f"{folder} is not a predictor bundle (no {BUNDLE_FILE})")
+    try:
+        document = json.loads(document_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise HaseError(f"{document_path} is corrupt: not readable JSON ({exc})") from exc
+    if not isinstance(document, dict) or document.get("format") != BUNDLE_FORMAT:
+        raise HaseError(f"{document_path} does not describe a Hase predictor bundle")
+    if document.get("format_version") != BUNDLE_FORMAT_VERSION:
+        raise HaseError(
+            f"bundle {folder} has format version {document.get('format_version')}; this Hase reads "
+            f"{BUNDLE_FORMAT_VERSION}: export it again with this Hase"
+        )
+    if document.get("checksum") != _document_checksum(document):
+        raise HaseError(f"bundle {folder} is corrupt: {BUNDLE_FILE} does not match its checksum")
+    files = document.get("files")
+    if not isinstance(files, dict) or not files:
+        raise HaseError(f"bundle {folder} is corrupt: {BUNDLE_FILE} lists no files")
+    for relative, digest in files.items():
+        path = folder / relative
+        if not path.is_file():
+            raise HaseError(f"bundle {folder} is corrupt: {relative} is missing")
+        if _sha256(path) != digest:
+            raise HaseError(f"bundle {folder} is corrupt: {relative} does not match its checksum")
+    if check_ort:
+        installed = installed_ort_version()
+        made_for = str(document.get("ort_version"))
+        if major_minor(made_for) != major_minor(installed):
+            raise HaseError(
+                f"bundle {document.get('name')} was made for ONNX Runtime {made_for}, and onnxruntime {installed} "
+                f"is installed: its fusion rules and kernels hold for {major_minor(made_for)}.x only; install that "
+                "version or use a bundle made for this one"
+            )
+    predictor = Predictor.load(folder / PREDICTOR_DIR)
+    rules = None
+    if RULES_FILE in files:
+        from hase_dagster.analysis.fusion_rules import FusionRules
+
+        rules = FusionRules.load(folder / RULES_FILE)
+    return Bundle(folder, document, predictor, rules)
+
+
+def find_bundle(name_or_path: str | os.PathLike[str], data_root: Path | None = None) -> Path:
+    """The folder of a bundle given by name (imported into ``data_root`` first, then shipped in
+    the repository's ``results/bundles``) or by path."""
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        return path
+    if NAME_PATTERN.fullmatch(text):
+        candidates = ([DataPaths(data_root).bundles / text] if data_root else []) + [SHIPPED_BUNDLES / text]
+        for candidate in candidates:
+            if candidate.is_dir():
+                return candidate
+    known = sorted({b["name"] for b in list_bundles(data_root) if "name" in b})
+    raise HaseError(f"no predictor bundle {text!r}: not a folder, nor a bundle name; known: {known or 'none'}")
+
+
+def load_bundle(name_or_path: str | os.PathLike[str], data_root: Path | None = None) -> Bundle:
+    """The bundle named (imported or shipped) or at a path, validated: see :func:`read_bundle`.
+
+    Args:
+        name_or_path: a bundle name (``h100``, ``cpu``) or a bundle folder.
+        data_root: the data directory whose imported bundles count (default: ``HASE_DATA_DIR``).
+
+    Returns:
+        The bundle; call :meth:`Bundle.predict` on it.
+    """
+    if data_root is None:
+        data_root = _default_data_root()
+    return read_bundle(find_bundle(name_or_path, data_root))
+
+
+def _default_data_root() -> Path:
+    from hase_dagster.core.config import data_dir
+
+    return data_dir()
+
+
+def list_bundles(data_root: Path | None) -> list[dict[str, Any]]:
+    """Every imported (in ``data_root``) and shipped bundle: its summary and ``source``; one that
+    does not validate is listed with its ``error`` instead of hiding the others."""
+    places = ([("imported", DataPaths(data_root).bundles)] if data_root else []) + [("shipped", SHIPPED_BUNDLES)]
+    out = []
+    for source, root in places:
+        if not root.is_dir():
+            continue
+        for folder in sorted(p for p in root.iterdir() if (p / BUNDLE_FILE).is_file()):
+            try:
+                entry = read_bundle(folder, check_ort=False).summary()
+                installed = installed_ort_version()
+                entry["usable"] = major_minor(entry["ort_version"]) == major_minor(installed)
+            except HaseError as exc:
+                entry = {"name": folder.name, "path": str(folder), "usable": False, "error": str(exc)}
+            out.append({"source": source, **entry})
+    return out
+
+
+def import_bundle(folder: str | os.PathLike[str], data_root: Path, replace: bool = False) -> Path:
+    """Validate the bundle at ``folder`` and copy it into ``data_root``'s bundles under its name.
+
+    Raises:
+        HaseError: the bundle does not validate (see :func:`read_bundle`), or a bundle of that name
+            is already imported and ``replace`` is false.
+    """
+    bundle = read_bundle(folder)
+    target = DataPaths(data_root).bundles / bundle.name
+    if target.exists() and not replace:
+        raise HaseError(f"a bundle named {bundle.name} is already imported at {target}; pass --replace to replace it")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(target.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    shutil.copytree(bundle.folder, partial, ignore=shutil.ignore_patterns("*.partial", "*.previous"))
+    read_bundle(partial)  # the copy is what was validated
+    _replace_folder(partial, target)
+    return target
+
+
+def _replace_folder(partial: Path, target: Path) -> None:
+    """Put ``partial`` at ``target`` (a half-written folder never shows under the target name)."""
+    previous = target.with_name(target.name + ".previous")
+    shutil.rmtree(previous, ignore_errors=True)
+    if target.exists():
+        target.replace(previous)
+    partial.replace(target)
+    shutil.rmtree(previous, ignore_errors=True)
+
+
+# --- export -------------------------------------------------------------------------------------
+
+
+def write_bundle(
+    out: str | os.PathLike[str],
+    name: str,
+    predictor: Predictor,
+    loads: dict[float, dict[str, float]],
+    device: str,
+    ort_version: str,
+    rules_path: Path | None = None,
+    precision: str = "fp32",
+    provenance: dict[str, Any] | None = None,
+    evaluation: dict[str, Any] | None = None,
+) -> Path:
+    """Write a bundle folder at ``out`` (replaced whole; a half-written one never shows).
+
+    Args:
+        out: the bundle's folder.
+        name: its name (lower case letters, digits, ``_.-``), how ``--predictor`` finds it.
+        predictor: the trained predictor.
+        loads: background load (the regressor's load fields at least) per benchmarked stress level.
+        device: the device the predictor was trained on.
+        ort_version: the ONNX Runtime version its kernels and rules come from.
+        rules_path: the EP's fusion rules file (checked against ``ep`` and ``ort_version``).
+        precision: the models' precision the predictor was trained on.
+        provenance: where it comes from (driver, CUDA and cuDNN, training set, ...).
+        evaluation: its evaluation figures.
+
+    Returns:
+        The bundle folder.
+    """
+    if not NAME_PATTERN.fullmatch(name):
+        raise HaseError(f"bundle name {name!r}: use lower-case letters, digits and _.- (at most 64)")
+    regressor = predictor.regressor
+    for level, load in loads.items():
+        missing = [f for f in regressor.load_fields if f not in load]
+        if missing:
+            raise HaseError(f"the load at stress level {level:g} lacks {missing}, which the regressor needs")
+    if 0.0 not in loads:
+        raise HaseError(f"no load at stress level 0 (idle) among {sorted(loads)}")
+    rules_entry = None
+    if rules_path is not None:
+        from hase_dagster.analysis.fusion_rules import FusionRules
+
+        rules = FusionRules.load(rules_path)
+        if rules.ep != regressor.ep:
+            raise HaseError(f"{rules_path} holds fusion rules for {rules.ep}, not for the predictor's {regressor.ep}")
+        if major_minor(rules.ort_version) != major_minor(ort_version):
+            raise HaseError(f"{rules_path} holds fusion rules of ORT {rules.ort_version}, not of {ort_version}")
+        rules_entry = {"ep": rules.ep, "ort_version": rules.ort_version, "device": rules.device}
+    out = Path(out)
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    predictor.save(partial / PREDICTOR_DIR)
+    _add_tree_arrays(partial / PREDICTOR_DIR)
+    if rules_path is not None:
+        shutil.copyfile(rules_path, partial / RULES_FILE)
+    document: dict[str, Any] = {
+        "format": BUNDLE_FORMAT,
+        "format_version": BUNDLE_FORMAT_VERSION,
+        "name": name,
+        "device": device,
+        "ep": regressor.ep,
+        "ort_version": ort_version,
+        "precision": precision,
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "regressor": {"kind": regressor.kind, "load_fields": regressor.load_fields},
+        "batch_sizes": regressor.batch_sizes,
+        "loads": {repr(float(level)): {k: float(v) for k, v in load.items()} for level, load in sorted(loads.items())},
+        "fusion_rules": rules_entry,
+        "provenance": provenance or {},
+        "evaluation": evaluation or {},
+        "files": _listed_files(partial),
+    }
+    document["checksum"] = _document_checksum(document)
+    (partial / BUNDLE_FILE).write_text(dumps(document))
+    read_bundle(partial, check_ort=False)  # what was written loads
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _replace_folder(partial, out)
+    return out
+
+
+def _add_tree_arrays(folder: Path) -> None:
+    """Give every XGBoost model of the predictor folder its trees as arrays (``Boosted.add_trees``)
+    and check that they predict what XGBoost predicts."""
+    document_path = folder / PREDICTOR_FILE
+    document = json.loads(document_path.read_text())
+    before = Predictor.load(folder)
+    for target, entry in document["regressor"]["targets"].items():
+        if entry.get("kind") == "xgboost":
+            document["regressor"]["targets"][target] = Boosted.add_trees(entry, folder)
+        elif entry.get("kind") == "roofline_xgboost":
+            entry["residual"] = Boosted.add_trees(entry["residual"], folder)
+    document_path.write_text(dumps(document))
+    after = Predictor.load(folder)
+    import numpy as np
+
+    layout = before.regressor.layout
+    probe = np.random.default_rng(0).normal(size=(64, layout.n_numeric + len(layout.families) + len(layout.ops)))
+    probe[:, layout.n_numeric :] = probe[:, layout.n_numeric :] > 0.5
+    for target, estimator in before.regressor.models.items():
+        expected, got = estimator.predict(probe), after.regressor.models[target].predict(probe)
+        if not np.allclose(expected, got, rtol=1e-5, atol=1e-5):
+            raise HaseError(f"the {target} trees as arrays predict differently from XGBoost: not exported")
+
+
+def loads_by_level(store: Warehouse, ep: str) -> dict[float, dict[str, float]]:
+    """The mean background load of the kernel benchmarks at each stress level of ``ep``."""
+    from hase_dagster.learn.training import load_at_level
+
+    levels = store.query("SELECT DISTINCT stress_level FROM kernel_benchmarks WHERE ep = ? ORDER BY 1", [ep])
+    return {float(level): load_at_level(store, ep, float(level)) for level in levels["stress_level"]}
+
+
+def training_provenance(store: Warehouse, ep: str) -> dict[str, Any]:
+    """What the warehouse's ``ep`` measurements are: the device, models (trained on and never seen,
+    with families), batch sizes, stress levels, row counts and the dates measured."""
+    from hase_dagster.learn.training import measured_models
+
+    kernels = store.query(
+        """SELECT device, count(*) AS rows, min(start_ns) AS first_ns, max(end_ns) AS last_ns,
+                  list(DISTINCT batch_size ORDER BY batch_size) AS batch_sizes,
+                  list(DISTINCT stress_level ORDER BY stress_level) AS stress_levels,
+                  count(DISTINCT run_id) AS runs
+           FROM kernel_benchmarks WHERE ep = ? AND status = 'ok' GROUP BY device ORDER BY rows DESC""",
+        [ep],
+    )
+    models = measured_models(store, ep)
+
+    def day(ns: Any) -> str | None:
+        return datetime.fromtimestamp(int(ns) / 1e9, UTC).date().isoformat() if ns and ns > 0 else None
+
+    def names(frame: pd.DataFrame) -> dict[str, str]:
+        return dict(sorted(frame.groupby("architecture")["family"].first().items()))
+
+    first = kernels.iloc[0] if len(kernels) else None
+    return {
+        "devices": kernels["device"].tolist(),
+        "kernel_rows": int(kernels["rows"].sum()),
+        "model_rows": len(models),
+        "runs": int(kernels["runs"].sum()),
+        "measured": {"from": day(kernels["first_ns"].min()), "to": day(kernels["last_ns"].max())}
+        if len(kernels)
+        else {},
+        "batch_sizes": [int(b) for b in first["batch_sizes"]] if first is not None else [],
+        "stress_levels": [float(s) for s in first["stress_levels"]] if first is not None else [],
+        "trained_on": names(models[~models["held_out"].astype(bool)]),
+        "never_seen": names(models[models["held_out"].astype(bool)]),
+    }
+
+
+def evaluation_figures(store: Warehouse, ep: str, predictor: Predictor) -> dict[str, Any]:
+    """The bundle's own figures, computed from the warehouse with its kernels (fingerprinted):
+    whole-model MAPE of the mean on the models it never saw and on those it trained on (in
+    sample), by batch size, and the kernel regressor's held-out figures."""
+    import numpy as np
+
+    from hase_dagster.learn.training import background_load, kernels_by_variant, measured_models
+
+    models = measured_models(store, ep)
+    kernels = kernels_by_variant(store, ep)
+    cases: dict[str, list[tuple[int, float]]] = {"never_seen": [], "trained_on_all": []}
+    for row in models.to_dict("records"):
+        if row["variant_id"] not in kernels:
+            continue
+        load = background_load(row)
+        [prediction] = predict_model_under(
+            row["variant_id"], kernels[row["variant_id"]], predictor.regressor, predictor.composition, [(load, "")]
+        )
+        setting = "never_seen" if row["held_out"] else "trained_on_all"
+        cases[setting].append((int(row["batch_size"]), prediction.predicted_ms / float(row["mean_ms"]) - 1))
+
+    def figures(errors: list[tuple[int, float]]) -> dict[str, Any]:
+        if not errors:
+            return {"cases": 0}
+        absolute = np.abs([e for _, e in errors]) * 100
+        by_batch = {
+            str(b): round(float(np.mean(np.abs([e for bb, e in errors if bb == b]) * 100)), 2)
+            for b in sorted({b for b, _ in errors})
+        }
+        return {
+            "cases": len(errors),
+            "mape_pct": round(float(absolute.mean()), 2),
+            "within_10_pct": round(float((absolute <= 10).mean() * 100), 1),
+            "mape_pct_by_batch_size": by_batch,
+        }
+
+    metrics = predictor.regressor.metrics
+    kernel_figures: dict[str, Any] = {"kind": metrics.get("best"), "training_rows": metrics.get("training_rows")}
+    best = metrics.get("comparison", {}).get(metrics.get("best"), {})
+    if best:
+        kernel_figures["held_out_rows_mape_pct"] = best["held_out_rows"]["mape"]
+        kernel_figures["held_out_architectures_mape_pct"] = (
+            best["held_out_architectures"].get("overall", {}).get("mape")
+        )
+    whole = {setting: figures(errors) for setting, errors in cases.items()}
+    headline = {
+        "never_seen_mape_pct": whole["never_seen"].get("mape_pct"),
+        "trained_on_all_mape_pct": whole["trained_on_all"].get("mape_pct"),
+    }
+    return {
+        "how": "whole-model mean latency, predicted from the fingerprinted kernels in the training warehouse "
+        "under each measurement's background load, against the measured mean",
+        "headline": headline,
+        "whole_model": whole,
+        "kernel_regressor": kernel_figures,
+    }
+
+
+# Where fusion rules are looked for when a bundle is written without naming them (the
+# fusion_rules asset's output in the data directory, then the rules committed with the repository).
+SHIPPED_RULES = SHIPPED_BUNDLES.parent / "static-detection"
+
+
+def bundle_rules_path(data_root: Path, ep: str) -> Path | None:
+    """The fusion rules a bundle of ``ep`` made here should carry: the first rules file, in the data
+    directory's ``fusion_rules`` folder and then in ``results/static-detection``, that is for ``ep``
+    and the installed ORT major.minor; None when there is none (or no rules module)."""
+    try:
+        from hase_dagster.analysis.fusion_rules import FusionRules
+    except ImportError:
+        return None
+    installed = major_minor(installed_ort_version())
+    candidates = sorted((data_root / "fusion_rules").rglob("*.json")) + sorted(SHIPPED_RULES.rglob("*.json"))
+    for path in candidates:
+        try:
+            rules = FusionRules.load(path)
+        except HaseError:
+            continue
+        if rules.ep == ep and major_minor(rules.ort_version) == installed:
+            return path
+    return None
+
+
+def local_provenance(ep: str) -> dict[str, Any]:
+    """This machine's device, driver and library versions (for a bundle trained here)."""
+    from hase_dagster.core.ort_runtime import device_name
+
+    info: dict[str, Any] = {"device": device_name(ep), "onnxruntime": installed_ort_version()}  # type: ignore[arg-type]
+    if ep == "cuda":
+        try:
+            from onnxruntime.capi import build_and_package_info
+
+            info["cuda"] = getattr(build_and_package_info, "cuda_version", None)
+        except ImportError:
+            pass
+        for package in ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"):
+            try:
+                info["cudnn"] = metadata.version(package)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            driver = pynvml.nvmlSystemGetDriverVersion()
+            info["driver"] = driver.decode() if isinstance(driver, bytes) else str(driver)
+        except Exception:  # no NVML here: the driver stays unknown
+            info["driver"] = None
+    return info
+
+
+def export_bundle(
+    store: Warehouse,
+    ep: str,
+    predictor: Predictor,
+    out: str | os.PathLike[str],
+    name: str,
+    rules_path: Path | None,
+    provenance: dict[str, Any] | None = None,
+    ort_version: str | None = None,
+    device: str | None = None,
+) -> Path:
+    """Write the bundle of ``predictor`` (trained on ``store``'s ``ep`` measurements) at ``out``,
+    with the load table, provenance and evaluation figures taken from the warehouse.
+
+    Args:
+        store: the warehouse the predictor was trained on (a data directory's, or imported tables).
+        ep: the execution provider.
+        predictor: the trained predictor.
+        out: the bundle folder to write.
+        name: the bundle's name.
+        rules_path: the EP's fusion rules file, or None for a bundle without static detection.
+        provenance: facts the warehouse does not hold (driver, CUDA, cuDNN, where the tables come
+            from), merged over what is derived.
+        ort_version: the ORT version measured with (default: the rules', else the installed one).
+        device: the device name (default: the one most kernel benchmarks ran on).
+
+    Returns:
+        The bundle folder.
+    """
+    training = training_provenance(store, ep)
+    if not training["devices"]:
+        raise HaseError(f"the warehouse holds no {ep} kernel benchmarks to describe a bundle with")
+    extra = dict(provenance or {})
+    if ort_version is None:
+        ort_version = str(extra.pop("onnxruntime", "") or "")
+    if not ort_version and rules_path is not None:
+        from hase_dagster.analysis.fusion_rules import FusionRules
+
+        ort_version = FusionRules.load(rules_path).ort_version
+    ort_version = ort_version or installed_ort_version()
+    details = {"training": training, **extra, "onnxruntime": ort_version}
+    if LOAD_FIELD.get(ep) not in predictor.regressor.load_fields:
+        raise HaseError(f"the predictor's load fields {predictor.regressor.load_fields} lack {LOAD_FIELD.get(ep)}")
+    return write_bundle(
+        out,
+        name,
+        predictor,
+        loads_by_level(store, ep),
+        device or str(extra.get("device") or training["devices"][0]),
+        ort_version,
+        rules_path,
+        precision=str(extra.get("precision", "fp32")),
+        provenance=details,
+        evaluation=evaluation_figures(store, ep, predictor),
+    )

@@ -1,0 +1,262 @@
+"""Predictor bundles: export, list, import, validation (checksums, ORT version) and predictions that
+match the predictor they came from."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hase_dagster.core.errors import HaseError
+from hase_dagster.learn import bundles
+from hase_dagster.learn.bundles import BUNDLE_FILE, export_bundle, read_bundle
+from hase_dagster.learn.predict import predict_model
+from hase_dagster.learn.reports import import_tables
+from hase_dagster.learn.training import Predictor, kernels_by_variant, load_at_level, train_predictor
+from hase_dagster.orchestration.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+CPU_TABLES = REPO / "results" / "cpu" / "tables"
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Predictor, Path]:
+    """The CPU tables in a warehouse, an XGBoost predictor trained on them, and its bundle."""
+    root = tmp_path_factory.mktemp("bundle")
+    store = import_tables(CPU_TABLES, root / "tables.duckdb")
+    predictor = train_predictor(store, "cpu", kind="xgboost")
+    folder = export_bundle(
+        store, "cpu", predictor, root / "cpu-test", "cpu-test", bundles.bundle_rules_path(root, "cpu")
+    )
+    return store, predictor, folder
+
+
+@pytest.fixture()
+def bundle_copy(trained: tuple[object, Predictor, Path], tmp_path: Path) -> Path:
+    return Path(shutil.copytree(trained[2], tmp_path / "cpu-test"))
+
+
+def _rewrite_document(folder: Path, **changes: object) -> None:
+    """Change bundle.json as a genuine export would have written it (checksum recomputed)."""
+    document = json.loads((folder / BUNDLE_FILE).read_text())
+    document.update(changes)
+    document["checksum"] = bundles._document_checksum(document)
+    (folder / BUNDLE_FILE).write_text(json.dumps(document))
+
+
+def test_the_bundle_predicts_what_its_predictor_predicts_on_the_same_kernels(
+    trained: tuple[object, Predictor, Path],
+) -> None:
+    store, predictor, folder = trained
+    bundle = read_bundle(folder)
+    # The tree arrays are what the bundle predicts with, not XGBoost itself.
+    assert all(m.trees is not None for m in bundle.predictor.regressor.models.values())  # type: ignore[attr-defined]
+    load, source = bundle.load_for("level=0.5")
+    assert load == load_at_level(store, "cpu", 0.5) and "level=0.50" in source  # type: ignore[arg-type]
+    assert bundle.load_for("idle")[0] == load_at_level(store, "cpu", 0.0)  # type: ignore[arg-type]
+    variants = kernels_by_variant(store, "cpu")  # type: ignore[arg-type]
+    for variant in sorted(variants)[:4]:
+        for level in ("idle", "level=1.0"):
+            load = bundle.load_for(level)[0]
+            ours = predict_model(variant, variants[variant], predictor.regressor, predictor.composition, load, "", 1)
+            theirs = predict_model(
+                variant, variants[variant], bundle.predictor.regressor, bundle.predictor.composition, load, "", 1
+            )
+            assert theirs.predicted_ms == pytest.approx(ours.predicted_ms, rel=1e-5)
+            assert theirs.p90_ms == pytest.approx(ours.p90_ms, rel=1e-5)
+            assert [k.median_ms for k in theirs.kernels] == pytest.approx([k.median_ms for k in ours.kernels], rel=1e-5)
+    assert bundle.document["evaluation"]["whole_model"]["never_seen"]["cases"] > 0
+
+
+def test_tree_arrays_walk_as_xgboost_does() -> None:
+    import xgboost
+
+    from hase_dagster.learn.estimators import predict_tree_arrays, tree_arrays
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(400, 6))
+    x[:, 2] = rng.integers(0, 2, 400)  # one-hot-like columns split at 0.5
+    y = x[:, 0] * 2 + x[:, 2] + rng.normal(scale=0.1, size=400)
+    booster = xgboost.train({"max_depth": 4, "eta": 0.1}, xgboost.DMatrix(x, label=y), num_boost_round=50)
+    arrays = tree_arrays(booster)
+    probe = rng.normal(size=(200, 6))
+    # Values exactly at split thresholds, and a missing value, take the sides XGBoost takes.
+    probe[:20, 0] = arrays["threshold"][arrays["feature"] == 0][:20]
+    probe[20, 1] = np.nan
+    np.testing.assert_allclose(predict_tree_arrays(arrays, probe), booster.inplace_predict(probe), atol=1e-5)
+
+
+def test_feature_matrix_is_the_frame_matrix(trained: tuple[object, Predictor, Path]) -> None:
+    from hase_dagster.learn.features import as_matrix, feature_frame, feature_matrix
+
+    store, predictor, _ = trained
+    kernels = [k.to_dict() for k in next(iter(kernels_by_variant(store, "cpu").values()))]  # type: ignore[arg-type]
+    regressor = predictor.regressor
+    loads = [{"HOST_CPU_UTIL": 0.0}, {"HOST_CPU_UTIL": 50.0}]
+    expected = np.vstack(
+        [
+            as_matrix(
+                feature_frame(kernels, load, ["HOST_CPU_UTIL"]), regressor.families, regressor.ops, ["HOST_CPU_UTIL"]
+            )
+            for load in loads
+        ]
+    )
+    np.testing.assert_array_equal(
+        feature_matrix(kernels, loads, regressor.families, regressor.ops, ["HOST_CPU_UTIL"]), expected
+    )
+
+
+def test_export_list_import_round_trip(
+    trained: tuple[object, Predictor, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """From a data directory's trained predictor to a bundle, listed, imported elsewhere, found by name."""
+    _, predictor, _ = trained
+    source = tmp_path / "source"
+    import_tables(CPU_TABLES, source / "hase.duckdb")
+    predictor.save(source / "regressors" / "cpu" / "predictor")
+    monkeypatch.setenv("HASE_DATA_DIR", str(source))
+    assert main(["predictor", "export", "lab-cpu", "--out", str(tmp_path / "lab-cpu")]) == 0
+    exported = read_bundle(tmp_path / "lab-cpu")
+    assert (
+        exported.name == "lab-cpu"
+        and exported.ep == "cpu"
+        and exported.document["provenance"]["training"]["kernel_rows"]
+    )
+
+    target = tmp_path / "target"
+    monkeypatch.setenv("HASE_DATA_DIR", str(target))
+    capsys.readouterr()
+    assert main(["predictor", "import", str(tmp_path / "lab-cpu")]) == 0
+    assert (target / "bundles" / "lab-cpu" / BUNDLE_FILE).is_file()
+    assert main(["predictor", "import", str(tmp_path / "lab-cpu")]) == 2  # already there
+    assert "already imported" in capsys.readouterr().err
+    assert main(["predictor", "list", "--json"]) == 0
+    listed = {b["name"]: b for b in json.loads(capsys.readouterr().out)["bundles"]}
+    assert listed["lab-cpu"]["source"] == "imported" and listed["lab-cpu"]["usable"]
+    assert listed["lab-cpu"]["ep"] == "cpu" and listed["lab-cpu"]["evaluation"]["never_seen_mape_pct"] > 0
+    found = bundles.load_bundle("lab-cpu", target)
+    assert found.folder == target / "bundles" / "lab-cpu"
+    # The same predictor: the imported copy predicts as the exported one.
+    kernels = kernels_by_variant(trained[0], "cpu")  # type: ignore[arg-type]
+    variant = sorted(kernels)[0]
+    load = found.load_for("level=0.5")[0]
+    a = predict_model(variant, kernels[variant], found.predictor.regressor, found.predictor.composition, load, "")
+    b = predict_model(variant, kernels[variant], exported.predictor.regressor, exported.predictor.composition, load, "")
+    assert a.predicted_ms == b.predicted_ms
+
+
+def test_a_bundle_of_another_ort_version_is_refused(
+    bundle_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _rewrite_document(bundle_copy, ort_version="1.30.0")
+    with pytest.raises(HaseError, match=r"made for ONNX Runtime 1\.30\.0.*installed"):
+        read_bundle(bundle_copy)
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    assert main(["predictor", "import", str(bundle_copy)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hase: error: bundle cpu-test was made for ONNX Runtime 1.30.0") and err.count("\n") == 1
+    # A patch release of the same major.minor is accepted.
+    _rewrite_document(bundle_copy, ort_version=bundles.major_minor(bundles.installed_ort_version()) + ".99")
+    assert read_bundle(bundle_copy).name == "cpu-test"
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("flip", "predictor/median_ms.xgb.trees.npz does not match its checksum"),
+        ("remove", "predictor/predictor.json is missing"),
+        ("document", "bundle.json does not match its checksum"),
+        ("truncate", "bundle.json is corrupt|is corrupt: not readable JSON"),
+    ],
+)
+def test_a_corrupt_bundle_is_refused_in_one_line(
+    bundle_copy: Path,
+    damage: str,
+    message: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if damage == "flip":
+        path = bundle_copy / "predictor" / "median_ms.xgb.trees.npz"
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif damage == "remove":
+        (bundle_copy / "predictor" / "predictor.json").unlink()
+    elif damage == "document":
+        text = (bundle_copy / BUNDLE_FILE).read_text()
+        (bundle_copy / BUNDLE_FILE).write_text(text.replace('"precision": "fp32"', '"precision": "fp16"'))
+    else:
+        (bundle_copy / BUNDLE_FILE).write_text((bundle_copy / BUNDLE_FILE).read_text()[:100])
+    with pytest.raises(HaseError, match=message):
+        read_bundle(bundle_copy)
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    assert (
+        main(
+            [
+                "predict",
+                str(bundle_copy / BUNDLE_FILE),
+                "--predictor",
+                str(bundle_copy),
+                "--batch-size",
+                "1",
+                "--load",
+                "idle",
+            ]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("hase: error: ") and "corrupt" in err and err.count("\n") == 1
+
+
+def test_predict_with_a_bundle_refuses_bad_questions_in_one_line(
+    bundle_copy: Path,
+    resnet18_onnx: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    base = ["predict", str(resnet18_onnx), "--batch-size", "1"]
+    cases = [
+        (["--predictor", "no-such-bundle", "--load", "idle"], "no predictor bundle 'no-such-bundle'"),
+        (["--predictor", str(bundle_copy), "--ep", "cuda", "--load", "idle"], "does not match bundle cpu-test"),
+        (["--predictor", str(bundle_copy), "--load", "level=0.3"], "stress level 0.3 was never benchmarked"),
+        (["--predictor", str(bundle_copy), "--load", "level=2"], "out of range"),
+    ]
+    for extra, message in cases:
+        assert main(base + extra) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith("hase: error: ") and message in err and err.count("\n") == 1, err
+
+
+def test_the_bundle_path_imports_neither_pandas_nor_xgboost_nor_dagster(
+    trained: tuple[object, Predictor, Path],
+) -> None:
+    """What keeps `hase predict --predictor` fast: loading a bundle and predicting from kernels
+    import none of the libraries that take seconds to import."""
+    folder = trained[2]
+    code = (
+        "import sys\n"
+        "from hase_dagster.learn.bundles import read_bundle\n"
+        "from hase_dagster.orchestration.cli import build_parser\n"
+        "build_parser()\n"
+        f"b = read_bundle({str(folder)!r})\n"
+        "b.load_for('level=0.5')\n"
+        "heavy = ('pandas', 'xgboost', 'sklearn', 'dagster', 'scipy', 'duckdb', 'torch')\n"
+        "heavy = sorted(m for m in heavy if m in sys.modules)\n"
+        "print(heavy)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
