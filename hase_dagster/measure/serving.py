@@ -232,7 +232,7 @@ def serve(
                 while True:
                     now = now_ms()
                     heads = {n: (len(q), q[0]) for n, q in queues.items() if q}
-                    chosen = pick_ready(heads, configs, now)
+                    chosen = pick_ready(heads, configs, now) if now < end_ms else None
                     if chosen is not None or now >= end_ms or (not generating.is_set() and not heads):
                         break
                     deadline = next_deadline(heads, configs)

@@ -1,0 +1,169 @@
+"""The serving executor on the CPU EP with tiny models, its Prometheus metrics, and the Grafana dashboard's
+queries against a real Prometheus scraping them."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from prometheus_client import generate_latest, start_http_server
+from test_prometheus import free_port, prometheus_binary, start_prometheus, wait_for  # noqa: F401 (a fixture)
+
+from hase_dagster.core.errors import HaseError
+from hase_dagster.core.metrics import ALL_FIELDS
+from hase_dagster.core.serving_spec import BatchingConfig
+from hase_dagster.measure import grafana_dashboard
+from hase_dagster.measure.serving import (
+    METRIC_NAMES,
+    ServedSession,
+    ServingMetrics,
+    poisson_schedule,
+    serve,
+)
+
+
+def tiny_model(path: Path, batch: int | str = "batch", width: int = 256) -> Path:
+    """A MatMul + Relu model with a symbolic (or fixed) batch dimension."""
+    weight = numpy_helper.from_array(np.random.default_rng(0).standard_normal((width, width)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["input", "w"], ["mm"]), helper.make_node("Relu", ["mm"], ["output"])],
+        "tiny",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, width])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, width])],
+        [weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 9
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, ServedSession]:
+    folder = tmp_path_factory.mktemp("serving")
+    return {
+        "high": ServedSession("high", tiny_model(folder / "high.onnx"), "cpu"),
+        "low": ServedSession("low", tiny_model(folder / "low.onnx", width=512), "cpu"),
+    }
+
+
+def test_executor_serves_every_request_in_batches(sessions: dict[str, ServedSession]) -> None:
+    configs = {"high": BatchingConfig(4, 5.0, 1), "low": BatchingConfig(8, 20.0, 2)}
+    schedule = poisson_schedule({"high": 200.0, "low": 150.0}, 1.0, seed=1)
+    metrics = ServingMetrics()
+    records = serve(sessions, configs, schedule, 1.0, drain_s=1.0, slo_ms={"high": 50.0, "low": 100.0}, metrics=metrics)
+    assert len(records) == len(schedule)
+    assert all(math.isfinite(r.done_ms) for r in records)
+    for name, config in configs.items():
+        mine = [r for r in records if r.model == name]
+        assert all(1 <= r.batch <= config.max_batch for r in mine)
+        assert all(r.arrival_ms <= r.start_ms < r.done_ms for r in mine)
+        # With a delay and these rates batches fill beyond one request.
+        assert np.mean([r.batch for r in mine]) > 1.5
+        # Nobody waits much longer than the delay plus a run or two of the other model.
+        assert max(r.start_ms - r.arrival_ms for r in mine) < config.max_queue_delay_ms + 30
+    text = generate_latest(metrics.registry).decode()
+    answered = sum(float(v) for v in re.findall(r'^hase_serving_requests_total\{model="\w+"\} (\S+)$', text, re.M))
+    assert answered == len(records)
+    counts = re.findall(r'^hase_serving_request_latency_ms_count\{model="(\w+)"\} (\S+)$', text, re.M)
+    assert {m: float(c) for m, c in counts} == {n: sum(r.model == n for r in records) for n in configs}
+
+
+def test_executor_priority_serves_the_high_model_first(sessions: dict[str, ServedSession]) -> None:
+    # Both queues fill at once (all requests at t=0): the high-priority model's batches all run first.
+    schedule = [(0.0, "low")] * 6 + [(0.0, "high")] * 6
+    configs = {"high": BatchingConfig(2, 0.0, 1), "low": BatchingConfig(2, 0.0, 2)}
+    records = serve(sessions, configs, schedule, 0.05, drain_s=2.0)
+    last_high = max(r.done_ms for r in records if r.model == "high")
+    first_low = min(r.start_ms for r in records if r.model == "low")
+    assert last_high <= first_low + 1e-6
+
+
+def test_executor_counts_requests_left_in_the_queue_as_unserved(sessions: dict[str, ServedSession]) -> None:
+    # Batch 1 and a 0.01 s drain: 20000 requests in 0.2 s (10 us apart) cannot all be served.
+    schedule = [(float(i) * 0.01, "low") for i in range(20000)]
+    records = serve(sessions, {"high": BatchingConfig(1, 0, 1), "low": BatchingConfig(1, 0, 2)}, schedule, 0.2, 0.01)
+    assert len(records) == 20000
+    assert any(math.isinf(r.done_ms) for r in records)
+
+
+def test_a_fixed_batch_model_is_refused(tmp_path: Path) -> None:
+    session = ServedSession("fixed", tiny_model(tmp_path / "fixed.onnx", batch=4), "cpu")
+    with pytest.raises(HaseError, match="symbolic batch"):
+        session.runner(2)
+
+
+def test_dashboard_json_is_the_sdks_model_and_the_committed_file() -> None:
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models.dashboard import Dashboard
+
+    committed = grafana_dashboard.DEFAULT_OUT / "hase-serving.json"
+    assert committed.read_text() == grafana_dashboard.dashboard_json(), "regenerate: python -m " + (
+        "hase_dagster.measure.grafana_dashboard"
+    )
+    data = json.loads(committed.read_text())
+    parsed = Dashboard.from_json(data)
+    assert json.loads(json.dumps(parsed, cls=JSONEncoder)) == data
+    assert len(parsed.panels) == len(grafana_dashboard.PANELS)
+    assert all(p.datasource.uid == "hase-prometheus" for p in parsed.panels)
+
+
+def test_dashboard_queries_name_only_published_metrics() -> None:
+    published = set(ALL_FIELDS)
+    for name in METRIC_NAMES:
+        published |= {name, f"{name}_bucket", f"{name}_sum", f"{name}_count", f"{name}_total"}
+    named = set()
+    for expr in grafana_dashboard.queries():
+        named |= set(re.findall(r"\b(?:hase_\w+|DCGM_\w+|HOST_\w+)\b", expr))
+    assert named and named <= published, named - published
+
+
+@pytest.mark.usefixtures("prometheus_binary")
+def test_every_dashboard_query_returns_data_from_a_real_prometheus(
+    sessions: dict[str, ServedSession], tmp_path: Path
+) -> None:
+    from hase_dagster.measure.exporter import serve_metrics
+    from hase_dagster.measure.prometheus import PrometheusClient
+
+    metrics = ServingMetrics()
+    for name, slo in (("high", 50.0), ("low", 100.0)):
+        metrics.slo.labels(model=name).set(slo)
+        for batch in (1, 2):
+            metrics.predicted.labels(model=name, batch=str(batch)).set(0.5 * batch)
+        for quantile in ("p50", "p99"):
+            metrics.predicted_e2e.labels(model=name, quantile=quantile).set(3.0)
+    serving_port, exporter_port = free_port(), free_port()
+    httpd, thread = start_http_server(serving_port, addr="127.0.0.1", registry=metrics.registry)
+    stop = threading.Event()
+    exporter = threading.Thread(
+        target=serve_metrics,
+        args=("cpu", ["HOST_CPU_UTIL", "HOST_MEM_USED_MB"]),
+        kwargs={"port": exporter_port, "interval_s": 0.5, "stop": stop},
+        daemon=True,
+    )
+    exporter.start()
+    server = None
+    try:
+        server = start_prometheus([f"127.0.0.1:{serving_port}", f"127.0.0.1:{exporter_port}"], tmp_path)
+        configs = {"high": BatchingConfig(4, 2.0, 1), "low": BatchingConfig(4, 5.0, 2)}
+        slo = {"high": 50.0, "low": 100.0}
+        # Requests over 3 s, so rate() over the dashboard's window has at least two scrapes of counts.
+        serve(sessions, configs, poisson_schedule({"high": 60.0, "low": 40.0}, 3.0, 2), 3.0, 1.0, slo, metrics)
+        client = PrometheusClient(url=server.url)
+        for expr in grafana_dashboard.queries():
+            wait_for(f"data for {expr}", lambda e=expr: client.query(e), timeout_s=15.0, every_s=0.5)
+    finally:
+        if server is not None:
+            server.stop()
+        stop.set()
+        exporter.join(timeout=5)
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
