@@ -18,7 +18,10 @@ def _table(rows: list[dict[str, Any]], columns: list[str], digits: int = 2) -> s
     present = [c for c in columns if c in frame.columns]
     if frame.empty or not present:
         return "_none_"
-    return frame[present].round(digits).to_markdown(index=False)
+    try:
+        return frame[present].round(digits).to_markdown(index=False)
+    except ImportError:  # pandas writes markdown through tabulate; without it, a plain text table
+        return "```\n" + frame[present].round(digits).to_string(index=False) + "\n```"
 
 
 def _plt() -> Any:
@@ -28,6 +31,15 @@ def _plt() -> Any:
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def _plotting() -> bool:
+    """Whether matplotlib is installed: without it the report has its tables and no plots."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def _gemm_plot(rows: list[dict[str, Any]], path: Path, title: str, unit: float, label: str) -> None:
@@ -313,6 +325,7 @@ def write_report(document: dict[str, Any], folder: Path) -> Path:
     """Write ``report.md`` and its plots for a profile document into ``folder``; return its path."""
     device = document["device"]
     peaks = document.get("peaks", {})
+    plots = _plotting()
     lines = [
         f"# Device profile: {document.get('device_name', device)} ({device})",
         "",
@@ -332,12 +345,15 @@ def write_report(document: dict[str, Any], folder: Path) -> Path:
         + (f"; HBM peak (NVML) {peaks['hbm_peak_gbps']:.0f} GB/s" if peaks.get("hbm_peak_gbps") else ""),
         "",
     ]
+    if not plots:
+        lines += ["_Plots skipped: matplotlib is not installed here._", ""]
     if document.get("errors"):
         lines += ["## Steps that failed", "", *[f"- {k}: {v}" for k, v in document["errors"].items()], ""]
     gemm = document.get("gemm") or []
     if gemm:
         unit, label = (1e3, "GFLOPS") if device == "cpu" else (1.0, "TFLOPS")
-        _gemm_plot(gemm, folder / "gemm_tflops.png", "GEMM", unit, label)
+        if plots:
+            _gemm_plot(gemm, folder / "gemm_tflops.png", "GEMM", unit, label)
         frame = [{**r, "gflops": r["tflops"] * 1e3} if r.get("tflops") is not None else r for r in gemm]
         lines += [
             "## GEMM" + (" (torch and numpy, fp32)" if device == "cpu" else " (cuBLAS through torch)"),
@@ -352,7 +368,8 @@ def write_report(document: dict[str, Any], folder: Path) -> Path:
             "",
         ]
     if document.get("triton"):
-        _triton_plot(document["triton"], folder / "triton_vs_cublas.png")
+        if plots:
+            _triton_plot(document["triton"], folder / "triton_vs_cublas.png")
         _triton_section(document, lines)
     if document.get("timer_check"):
         lines += [
@@ -382,7 +399,8 @@ def write_report(document: dict[str, Any], folder: Path) -> Path:
     bandwidth = document.get("bandwidth") or []
     if bandwidth:
         peak = document.get("memory", {}).get("peak_gbps")
-        _bandwidth_plot(bandwidth, peak, folder / "bandwidth.png")
+        if plots:
+            _bandwidth_plot(bandwidth, peak, folder / "bandwidth.png")
         lines += [
             "## Memory bandwidth",
             "",
@@ -406,7 +424,8 @@ def write_report(document: dict[str, Any], folder: Path) -> Path:
         if overheads.get("ort"):
             lines += [_table(overheads["ort"], ["what", "ep", "median_us", "p90_us", "runs"]), ""]
     if document.get("timeslice"):
-        _timeslice_plot(document["timeslice"], folder / "timeslice.png")
+        if plots:
+            _timeslice_plot(document["timeslice"], folder / "timeslice.png")
         _timeslice_section(document, lines)
     path = folder / "report.md"
     path.write_text("\n".join(lines) + "\n")
