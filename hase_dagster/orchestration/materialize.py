@@ -27,11 +27,11 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 
 def project_instance() -> dg.DagsterInstance:
     """The persistent Dagster instance: DAGSTER_HOME, or the project's ``.dagster_home``
-    (created with the repository's ``dagster.yaml``) when it is not set."""
+    (created with the repository's ``dagster-instance.yaml`` as its ``dagster.yaml``) when it is not set."""
     home = Path(os.environ.get("DAGSTER_HOME") or REPOSITORY / ".dagster_home")
     home.mkdir(parents=True, exist_ok=True)
-    if not (home / "dagster.yaml").exists() and (REPOSITORY / "dagster.yaml").exists():
-        shutil.copy(REPOSITORY / "dagster.yaml", home / "dagster.yaml")
+    if not (home / "dagster.yaml").exists() and (REPOSITORY / "dagster-instance.yaml").exists():
+        shutil.copy(REPOSITORY / "dagster-instance.yaml", home / "dagster.yaml")
     os.environ["DAGSTER_HOME"] = str(home)
     return dg.DagsterInstance.get()
 

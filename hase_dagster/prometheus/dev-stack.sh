@@ -58,7 +58,10 @@ trap 'stop_all' EXIT
 "$here/install-prometheus.sh"
 start exporter "$bin/python" -m hase_dagster.measure.exporter
 start prometheus "$here/run-prometheus.sh"
-start dagster "$bin/dagster" dev -w workspace.yaml -h 127.0.0.1 -p 3000
+# `dg dev` (dagster-dg-cli, pinned) supersedes `dagster dev`: it reads the project from pyproject.toml
+# ([tool.dg.project], code location "hase") and runs the same webserver and daemon. VIRTUAL_ENV names the
+# project's venv, which `dg` otherwise warns is not the active one. `dagster dev -w workspace.yaml` still works.
+start dagster env VIRTUAL_ENV="$repo/.venv" "$bin/dg" dev -h 127.0.0.1 -p 3000
 log "Dagster UI http://127.0.0.1:3000, Prometheus http://127.0.0.1:${HASE_PROMETHEUS_PORT:-9090}," \
     "exporter http://127.0.0.1:9400/metrics (Ctrl-C stops all three)"
 
