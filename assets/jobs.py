@@ -6,6 +6,7 @@ from assets.analysis import analysis_assets
 from assets.learning import latency_predictions, learning_assets
 from assets.measurement import measurement_assets
 from assets.partitions import batch_size_partitions, measurement_partitions
+from assets.serving import serving_assets
 
 analysis_job = dg.define_asset_job(
     "analysis_job",
@@ -23,8 +24,9 @@ benchmark_job = dg.define_asset_job(
 
 learning_job = dg.define_asset_job(
     "learning_job",
-    selection=dg.AssetSelection.assets(*learning_assets),
-    description="Train the regressor, predict every zoo model, and evaluate predictions against measurements.",
+    selection=dg.AssetSelection.assets(*learning_assets, *serving_assets),
+    description="Train the regressor, predict every zoo model, evaluate predictions against measurements, and "
+    "plan serving from the predictions.",
 )
 
 latency_predictions_job = dg.define_asset_job(

@@ -8,6 +8,7 @@ from assets.jobs import analysis_job, benchmark_job, latency_predictions_job, le
 from assets.learning import learning_assets
 from assets.measurement import measurement_assets
 from assets.partitions import measurement_partitions
+from assets.serving import serving_assets
 from hase_dagster.core.config import load_config
 from resources.sets import hase_resources
 from sensors.backfill import batch_size_backfill_sensor
@@ -34,5 +35,6 @@ defs = dg.Definitions.merge(
         assets=learning_assets, jobs=[learning_job, latency_predictions_job], sensors=[prometheus_load_sensor]
     ),
     dg.Definitions(assets=device_assets, jobs=[device_profile_job]),
+    dg.Definitions(assets=serving_assets),
     dg.Definitions(resources=hase_resources(load_config().prometheus_url)),
 )

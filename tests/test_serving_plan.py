@@ -212,3 +212,32 @@ def test_hase_plan_cli_from_a_table(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (out / "cnn" / "config.pbtxt").exists() and (out / "enc" / "config.pbtxt").exists()
     assert '"max_batch"' in done.stdout
+
+
+def test_serving_plan_asset_writes_a_plan_per_stress_level(test_config: Path, tmp_path: Path) -> None:
+    import dagster as dg
+    import yaml
+    from test_serving_executor import tiny_model
+
+    from assets.serving import serving_plan
+    from resources.hase import HaseResource
+
+    levels = yaml.safe_load(test_config.read_text())["stress_levels"]
+    for name in ("cnn", "enc"):
+        tiny_model(tmp_path / f"{name}.onnx")
+    spec = {**SPEC, "exec_ms": {m: {b: list(v) for b, v in t.items()} for m, t in TABLE["level=0.0"].items()}}
+    plan_yaml = tmp_path / "plan.yaml"
+    plan_yaml.write_text(yaml.safe_dump(spec))
+    hase = HaseResource(config_path=str(test_config), data_directory=str(tmp_path / "data"))
+    result = dg.materialize(
+        [serving_plan],
+        resources={"hase": hase},
+        run_config={"ops": {"serving_plan": {"config": {"plan_yaml": str(plan_yaml)}}}},
+    )
+    assert result.success
+    for level in levels:
+        folder = tmp_path / "data" / "serving_plan" / f"level-{level:g}"
+        assert configs_from_plan_json(folder / "plan.json").keys() == {"cnn", "enc"}
+        assert (folder / "enc" / "config.pbtxt").read_text().startswith('name: "enc"')
+    (check,) = result.get_asset_check_evaluations()
+    assert check.passed

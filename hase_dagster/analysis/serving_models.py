@@ -12,6 +12,7 @@ from hase_dagster.analysis.zoo import build_torch_model
 from hase_dagster.core.config import ZooModel
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.ort_runtime import make_session
+from hase_dagster.core.serving_spec import PlanSpec
 
 # The proof's pair (issue 16): a CNN and a small text encoder.
 SERVING_MODELS: dict[str, tuple[ZooModel, int]] = {
@@ -91,3 +92,18 @@ def export_serving_models(names: list[str], out_dir: Path) -> list[Path]:
             export_dynamic_batch(model, size, path)
         paths.append(path)
     return paths
+
+
+def ensure_models(spec: PlanSpec) -> list[Path]:
+    """Export each model of ``spec`` that names a serving model (``export``) and whose file is missing."""
+    written = []
+    for model in spec.models:
+        if model.path.exists():
+            continue
+        if model.export is None:
+            raise HaseError(f"{model.name}: no such ONNX file {model.path} (and no `export:` to make it)")
+        if model.export not in SERVING_MODELS:
+            raise HaseError(f"{model.name}: unknown serving model {model.export!r}; known: {', '.join(SERVING_MODELS)}")
+        zoo, size = SERVING_MODELS[model.export]
+        written.append(export_dynamic_batch(zoo, size, model.path))
+    return written

@@ -45,6 +45,8 @@ class ServedModel(_Strict):
     rate_per_s: PositiveFloat
     # Batch sizes this model may be planned at (the plan's batch_sizes when absent).
     batch_sizes: list[Annotated[int, Field(gt=0)]] | None = None
+    # A serving model (``hase serving-models`` name) exported to ``path`` when that file is missing.
+    export: str | None = None
 
 
 class Cotenant(_Strict):

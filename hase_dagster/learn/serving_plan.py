@@ -307,7 +307,7 @@ def plan_markdown(result: Plan) -> str:
         f"slice {result.slice_ms:g} ms); {result.candidates_simulated} configurations simulated in "
         f"{result.seconds:.1f} s.\n\n"
         "| model | priority | SLO | rate/s | batch | delay ms | attainable | p50 ms | p90 ms | p99 ms "
-        "| in SLO | GPU util | mean batch |\n"
+        "| in SLO | device util | mean batch |\n"
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
     )
     rows = [

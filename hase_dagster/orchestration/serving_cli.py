@@ -28,10 +28,13 @@ def _spec_with_load(path: Path, load: str | None, predictor: str | None = None):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from hase_dagster.analysis.serving_models import ensure_models
     from hase_dagster.core.config import data_dir
     from hase_dagster.learn.serving_plan import cotenant_share, exec_time_for, plan, plan_markdown, write_plan
 
     spec = _spec_with_load(args.spec, args.load, args.predictor)
+    if spec.exec_ms is None:  # a table of times plans without the files
+        ensure_models(spec)
     url = _prometheus_url(args)
     exec_time = exec_time_for(spec, data_dir(), url)
     result = plan(spec, exec_time, cotenant_share(spec, url))
@@ -79,11 +82,13 @@ def _kinds(text: str) -> list[str]:
 
 
 def cmd_serve_bench(args: argparse.Namespace) -> int:
+    from hase_dagster.analysis.serving_models import ensure_models
     from hase_dagster.core.config import data_dir
     from hase_dagster.core.errors import HaseError
     from hase_dagster.orchestration.serving_bench import BenchSettings, serve_bench
 
     spec = _spec_with_load(args.spec, None, args.predictor)
+    ensure_models(spec)
     if any(level > 1 for level in args.stress):
         raise HaseError(f"--stress levels must be in [0, 1], got {args.stress}")
     if any(scale <= 0 for scale in args.rate_scale):
