@@ -46,6 +46,7 @@ def _measure_partition(
     table: str,
     optimization: OptimizationLevel,
     progress_every: int,
+    measure_memory: bool = False,
 ) -> tuple[pd.DataFrame, dict[str, float]]:
     """Time ``targets`` under the partition's stress level and replace the partition's rows of
     ``table``; return the rows and the collector's speed."""
@@ -68,6 +69,7 @@ def _measure_partition(
             profile.ort,
             level=optimization,
             progress=default_progress(context.log.info, every=progress_every),
+            measure_memory=measure_memory,
         )
         seconds = time.monotonic() - started
     speed = {"seconds": round(seconds, 1), "per_minute": round(len(rows) / seconds * 60, 1)}
@@ -160,7 +162,9 @@ def model_benchmarks(
         for row in models.itertuples()
     ]
     # A user runs the model as exported, so ORT optimizes it (ORT_ENABLE_ALL) as it would for them.
-    frame, speed = _measure_partition(context, hase, stressor, targets, "model_benchmarks", "all", progress_every=1)
+    frame, speed = _measure_partition(
+        context, hase, stressor, targets, "model_benchmarks", "all", progress_every=1, measure_memory=True
+    )
     metadata = {**_summary(frame, "variant_id"), **speed}
     metadata["latency"] = dg.MetadataValue.md(
         frame[["variant_id", "mean_ms", "median_ms", "p90_ms", "n"]].to_markdown(index=False)

@@ -29,4 +29,14 @@ CREATE TABLE IF NOT EXISTS model_benchmarks (
 -- Tables made before the device clock existed: their rows were all timed by the host clock.
 ALTER TABLE kernel_benchmarks ADD COLUMN IF NOT EXISTS clock VARCHAR DEFAULT 'host';
 ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS clock VARCHAR DEFAULT 'host';
+
+-- The memory a model's session held (issue 15 B): peak_memory_mb by the EP's best source
+-- (memory_source: nvml_process, cuda_mem_get_info or rss), each source's delta, and ORT's
+-- allocator settings as JSON. NULL in rows measured before the columns existed.
+ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS peak_memory_mb DOUBLE;
+ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS memory_source VARCHAR;
+ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS rss_delta_mb DOUBLE;
+ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS gpu_process_delta_mb DOUBLE;
+ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS device_free_delta_mb DOUBLE;
+ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS memory_arena VARCHAR;
 """

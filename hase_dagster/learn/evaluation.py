@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hase_dagster.learn.memory_evaluation import evaluate_memory
 from hase_dagster.learn.predict import predict_model
 from hase_dagster.learn.training import Predictor, background_load, kernels_by_variant, measured_models, train_predictor
 from warehouse.store import Warehouse
@@ -162,7 +163,8 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
         by: _summary(cases, by)
         for by in ("stress_level", "batch_size", "batch_and_stress", "size", "family", "architecture", "input_size")
     }
-    return Evaluation(cases, summaries["stress_level"], worst, _markdown(ep, cases, summaries, worst))
+    memory = evaluate_memory(store, ep, kernels).markdown
+    return Evaluation(cases, summaries["stress_level"], worst, _markdown(ep, cases, summaries, worst) + "\n\n" + memory)
 
 
 def error_measures(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:

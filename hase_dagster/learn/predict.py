@@ -19,6 +19,7 @@ import numpy as np
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.fusion import VIEW_OP_TYPES
 from hase_dagster.analysis.model_dag import build_dag, critical_path
+from hase_dagster.analysis.peak_memory import predict_peak_memory
 from hase_dagster.learn.regressor import LatencyRegressor
 
 
@@ -245,6 +246,10 @@ class ModelPrediction:
     predictor: dict[str, Any] | None = None
     # Static detection's coverage (ops no fusion rule covers, kept as unfused kernels); None after analysis.
     detection_coverage: dict[str, Any] | None = None
+    # Peak memory the model holds on the EP, from tensor lifetimes over the kernels' order, weights and a
+    # workspace (``analysis.peak_memory``), in MB, with its parts.
+    predicted_peak_memory_mb: float | None = None
+    peak_memory: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -342,6 +347,7 @@ def predict_model_under(
     asked = [load for load, _ in loads] + [idle_load(regressor, load) for load, _ in loads]
     predicted = predict_kernels_under(regressor, kernels, asked)
     dag = build_dag(model, regressor.ep, kernels)
+    memory = predict_peak_memory(kernels, regressor.ep)
     out = []
     for i, (load, load_source) in enumerate(loads):
         predictions, idle = predicted[i], predicted[len(loads) + i]
@@ -349,6 +355,7 @@ def predict_model_under(
         out.append(
             _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, dag)
         )
+        out[-1].predicted_peak_memory_mb, out[-1].peak_memory = memory.total_mb, memory.to_dict()
     return out
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from hase_dagster.core.config import OrtOptions, TelemetryOptions, TimingOptions
 from hase_dagster.core.ort_runtime import EpName, OptimizationLevel
+from hase_dagster.measure.model_memory import MemoryMeter
 from hase_dagster.measure.runner import ModelRunner
 from hase_dagster.measure.telemetry import ALL_FIELDS, TelemetrySampler
 
@@ -45,11 +46,17 @@ def run_benchmarks(
     options: OrtOptions | None = None,
     level: OptimizationLevel = "disable",
     progress: Progress | None = None,
+    measure_memory: bool = False,
 ) -> list[dict[str, Any]]:
-    """Time every target; a target that fails gets a row with its error and no latency."""
+    """Time every target; a target that fails gets a row with its error and no latency.
+
+    With ``measure_memory`` each row also gets the memory the target's session held
+    (:mod:`hase_dagster.measure.model_memory`).
+    """
     targets = list(targets)
+    meter = MemoryMeter(ep) if measure_memory else None
     with _pinned_to_one_core(ep == "cpu"):
-        return _run_all(targets, ep, sampler, timing, telemetry, options, level, progress)
+        return _run_all(targets, ep, sampler, timing, telemetry, options, level, progress, meter)
 
 
 @contextmanager
@@ -76,6 +83,7 @@ def _run_all(
     options: OrtOptions | None,
     level: OptimizationLevel,
     progress: Progress | None,
+    meter: MemoryMeter | None = None,
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     started = time.monotonic()
@@ -87,7 +95,12 @@ def _run_all(
             background_at = time.monotonic()
         row: dict[str, Any] = {**target.labels, "path": str(target.path)}
         try:
-            timing_result = ModelRunner(target.path, ep, options, level=level, clock=config.clock).time(config)
+            before = meter.read() if meter is not None else None
+            runner = ModelRunner(target.path, ep, options, level=level, clock=config.clock)
+            timing_result = runner.time(config)
+            if meter is not None and before is not None:
+                row.update(meter.columns(before, meter.read(), runner.session))
+            del runner  # its session's memory goes before the next target's baseline
         except Exception as exc:  # one broken file must not lose the partition's other rows
             row.update(status="error", error=f"{target.path.name}: {exc}")
             row.update(metric_columns("win_", {}) | metric_columns("bg_", background))
