@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import TEST_PROFILE
@@ -85,3 +88,66 @@ def test_sigterm_stops_the_whole_command(tmp_path: Path) -> None:
     assert time.monotonic() - stopped < 30
     assert process.returncode == 2 and "interrupted" in err and "Traceback" not in err.split("hase: error:")[-1]
     assert "learning" not in out and "partition 2" not in out
+
+
+# -- a read-only warehouse and a full disk (issue 13, item 5) -------------------------------------------
+
+ROOT = os.geteuid() == 0
+
+
+@contextlib.contextmanager
+def _mounted(*mount_args: str, target: Path) -> Iterator[Path]:
+    """``mount ARGS target`` (root only), unmounted on exit."""
+    subprocess.run(["mount", *mount_args, str(target)], check=True, capture_output=True, timeout=30)
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", str(target)], check=True, capture_output=True, timeout=30)
+
+
+def test_a_read_only_warehouse_is_named_before_any_run(tmp_path: Path) -> None:
+    """Root ignores permission bits, so as root the database file is bind-mounted read-only (a real
+    read-only filesystem); otherwise it is chmod 444."""
+    import duckdb
+
+    database = tmp_path / "data" / "hase.duckdb"
+    database.parent.mkdir()
+    duckdb.connect(str(database)).close()
+    if ROOT:
+        with _mounted("--bind", str(database), target=database):
+            subprocess.run(["mount", "-o", "remount,bind,ro", str(database)], check=True, timeout=30)
+            result = _materialize(tmp_path, "--stage", "analysis", config=TEST_PROFILE)
+    else:
+        database.chmod(0o444)
+        result = _materialize(tmp_path, "--stage", "analysis", config=TEST_PROFILE)
+    line = _one_error_line(result)
+    assert str(database) in line and "cannot be opened for writing" in line
+    assert "Read-only file system" in line or "Permission denied" in line
+    assert "partition" not in result.stdout  # no run started
+
+
+@pytest.mark.skipif(not ROOT, reason="a full disk is simulated with a small tmpfs, which needs root to mount")
+def test_a_full_disk_is_named_before_any_run(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    with _mounted("-t", "tmpfs", "-o", "size=4m", "tmpfs", target=data):
+        with (data / "filler").open("wb") as filler:  # fill it: ENOSPC ends the loop
+            with contextlib.suppress(OSError):
+                while True:
+                    filler.write(b"\0" * 65536)
+                    filler.flush()
+        line = _one_error_line(_materialize(tmp_path, config=TEST_PROFILE))
+    assert f"the disk holding the data directory {data} is full" in line
+
+
+@pytest.mark.skipif(not ROOT, reason="a full disk is simulated with a small tmpfs, which needs root to mount")
+def test_a_disk_that_fills_during_a_run_is_named_in_one_line(tmp_path: Path) -> None:
+    """70 MiB pass the preflight; exporting and optimizing resnet18 fills them (ONNX Runtime then says
+    "Protobuf serialization failed"): one error line names the full disk, no stack trace on the console."""
+    data = tmp_path / "data"
+    data.mkdir()
+    with _mounted("-t", "tmpfs", "-o", "size=70m", "tmpfs", target=data):
+        result = _materialize(tmp_path, "--stage", "analysis", "--batch-size", "1", config=TEST_PROFILE)
+    line = _one_error_line(result)
+    assert f"the disk holding {data} is full" in line and "analysis 1" in line
+    assert "Stack Trace" not in result.stderr and len(result.stderr.splitlines()) < 20

@@ -3,6 +3,7 @@ every run shows in the UI. This is what ``make run`` calls."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
@@ -115,6 +116,32 @@ def attributed_to_job(instance: dg.DagsterInstance, job_name: str, repository_na
         del instance.create_run_for_job  # the class's method again
 
 
+@dg.logger(
+    config_schema={"log_level": dg.Field(str, is_required=False, default_value="INFO")},
+    description="Dagster's events on stderr, one line each: a failure's stack trace stays in the run's log.",
+)
+def one_line_console(init_context: dg.InitLoggerContext) -> logging.Logger:
+    """A console logger that prints the first line of each message (Dagster's own prints a failed step's
+    whole stack trace, 100 lines that bury the one ``hase: error:`` line; the instance keeps them)."""
+    logger = logging.Logger("hase.materialize", level=init_context.logger_config["log_level"].upper())
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(FirstLineFormatter("%(asctime)s - %(levelname)s - %(message)s"))
+    logger.addHandler(handler)
+    return logger
+
+
+class FirstLineFormatter(logging.Formatter):
+    """The record's first message line, without exception text."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        lines = record.getMessage().strip().splitlines() or [""]
+        first = logging.LogRecord(
+            record.name, record.levelno, record.pathname, record.lineno, lines[0], None, None, record.funcName
+        )
+        first.created, first.msecs = record.created, record.msecs
+        return super().format(first) + (" (more in the run's log)" if len(lines) > 1 else "")
+
+
 def run_job(
     job: dg.JobDefinition,
     partition_key: str | dg.MultiPartitionKey | None,
@@ -139,7 +166,7 @@ def run_job(
     """
     origin = attributed_to_job(instance, job.name, repository_name) if repository_name else nullcontext()
     with origin:
-        return job.execute_in_process(
+        return job.with_logger_defs({"console": one_line_console}).execute_in_process(
             partition_key=partition_key,
             instance=instance,
             resources=resources,
@@ -182,6 +209,36 @@ def preflight(config: HaseConfig, profile: Profile, stress_levels: list[float] |
         probe.unlink()
     except OSError as exc:
         raise HaseError(f"the data directory {data_root} cannot be written: {exc.strerror or exc}") from exc
+    free = shutil.disk_usage(data_root).free
+    if free < MIN_FREE_BYTES:
+        raise HaseError(
+            f"the disk holding the data directory {data_root} is full: {free / 2**20:.1f} MiB free, a run needs at "
+            f"least {MIN_FREE_BYTES / 2**20:.0f} MiB"
+        )
+    warehouse_writable(data_root / "hase.duckdb")
+
+
+# Less free space than this on the data directory's disk is a full disk: the smallest run exports models
+# and writes tables of a few MiB, and DuckDB needs room for its write-ahead log.
+MIN_FREE_BYTES = 64 * 2**20
+
+
+def warehouse_writable(database: Path) -> None:
+    """Open an existing warehouse for writing and close it again (a read-only file, filesystem or a lock
+    held by another process fails here, in milliseconds, rather than minutes into a run).
+
+    Raises:
+        HaseError: naming the database and DuckDB's reason.
+    """
+    import duckdb
+
+    if not database.exists():
+        return
+    try:
+        duckdb.connect(str(database), read_only=False).close()
+    except duckdb.Error as exc:
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise HaseError(f"the warehouse {database} cannot be opened for writing: {reason}") from exc
 
 
 def _step_errors(result: dg.ExecuteInProcessResult) -> Iterator[tuple[str | None, Any]]:
@@ -204,6 +261,16 @@ def first_failure(result: dg.ExecuteInProcessResult) -> str:
         message = (cause.message or error.message or "").strip().splitlines()
         return f"{step_key}: {message[-1] if message else 'failed'}"
     return "the run failed"
+
+
+def disk_full_note(data_root: Path) -> str:
+    """``"the disk holding ... is full (N MiB free): "`` when it is, else ``""``: a step that ran out of
+    space often reports something else (ONNX Runtime says "Protobuf serialization failed")."""
+    try:
+        free = shutil.disk_usage(data_root).free
+    except OSError:
+        return ""
+    return f"the disk holding {data_root} is full ({free / 2**20:.1f} MiB free): " if free < MIN_FREE_BYTES else ""
 
 
 @contextmanager
@@ -243,7 +310,8 @@ def materialize_all(
 
     config = load_config()
     profile = select_profile(config, profile_name)
-    preflight(config, profile, stress_levels, data_dir())
+    data_root = data_dir()
+    preflight(config, profile, stress_levels, data_root)
     instance = instance or project_instance()
     batches = batch_sizes or profile.batch_sizes
     add_batch_sizes(batches, instance)
@@ -261,7 +329,7 @@ def materialize_all(
                 "status": "SUCCESS" if result.success else "FAILURE",
                 "run_id": result.run_id,
                 "failed_checks": failed_checks,
-                **({} if result.success else {"error": first_failure(result)}),
+                **({} if result.success else {"error": disk_full_note(data_root) + first_failure(result)}),
             }
         )
         return result.success
