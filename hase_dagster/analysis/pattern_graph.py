@@ -1,0 +1,367 @@
+"""The exported ONNX graph as static fusion rules see it: shapes from ONNX shape inference (no
+execution, no execution provider), constant subgraphs marked as folded, and subgraph patterns
+that can be written down as JSON and found again in another model.
+
+A *pattern* is an ordered list of ops (op type, domain, arity) with, for every input slot, where
+the value comes from: another op of the pattern (``["node", k, output_slot]``), a constant
+(``["const"]``), an absent optional input (``["none"]``), or an outside tensor labelled by first
+appearance (``["ext", label]``: equal labels are the same tensor). Outputs that only feed the
+pattern are flagged ``internal``: ORT fuses a chain only when its intermediate values have no
+other reader, so a match must keep them private too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper, shape_inference
+from onnx.reference import ReferenceEvaluator
+
+from hase_dagster.analysis.graph import TensorInfo, attribute_values, name_all_nodes
+from hase_dagster.core.dtypes import ort_name_of_onnx_type
+from hase_dagster.core.errors import HaseError
+
+# Initializers up to this many elements keep their values for shape inference (Reshape targets,
+# Slice bounds); larger ones (weights) are passed as typed inputs, so inference does not copy them.
+SMALL_CONSTANT_ELEMENTS = 64
+SHAPE_OP_TYPES = frozenset({"Shape", "Size"})
+
+
+@dataclass
+class GraphView:
+    """An exported model's nodes (in file order, which ONNX requires to be topological), tensors
+    with inferred shapes, and the nodes a constant folder removes before anything runs."""
+
+    nodes: list[onnx.NodeProto]
+    tensors: dict[str, TensorInfo]
+    producer: dict[str, tuple[int, int]]  # tensor -> (node index, output slot)
+    consumers: dict[str, list[tuple[int, int]]]  # tensor -> (node index, input slot) of live nodes
+    constant: set[str]
+    folded: set[int]
+    initializers: set[str]
+    graph_inputs: list[str]
+    graph_outputs: set[str]
+    by_op: dict[str, list[int]] = field(default_factory=dict)
+    _attributes: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+    def attributes(self, index: int) -> dict[str, Any]:
+        if index not in self._attributes:
+            self._attributes[index] = attribute_values(self.nodes[index])
+        return self._attributes[index]
+
+    def tensor(self, name: str) -> TensorInfo:
+        return self.tensors.get(name) or TensorInfo(name, "float", ())
+
+    @property
+    def live(self) -> list[int]:
+        """Nodes that survive constant folding, in graph order."""
+        return [i for i in range(len(self.nodes)) if i not in self.folded]
+
+
+def _light_copy(model: onnx.ModelProto, batch_size: int | None) -> onnx.ModelProto:
+    """The model without large initializer values (typed inputs instead), its first input's
+    leading dimension set to ``batch_size`` when given."""
+    graph = model.graph
+    small, typed = [], []
+    for init in graph.initializer:
+        count = 1
+        for dim in init.dims:
+            count *= dim
+        if count <= SMALL_CONSTANT_ELEMENTS:
+            small.append(init)
+        else:
+            typed.append(helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+    init_names = {init.name for init in graph.initializer}
+    inputs = [i for i in graph.input if i.name not in init_names]
+    light_graph = helper.make_graph(list(graph.node), graph.name or "g", inputs + typed, list(graph.output), small)
+    light = helper.make_model(light_graph, opset_imports=list(model.opset_import))
+    light.ir_version = model.ir_version
+    if batch_size is not None and inputs:
+        dims = light.graph.input[0].type.tensor_type.shape.dim
+        if dims:
+            dims[0].Clear()
+            dims[0].dim_value = batch_size
+    return light
+
+
+def _shape_of(value: onnx.ValueInfoProto) -> TensorInfo:
+    tensor_type = value.type.tensor_type
+    dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
+    dtype = ort_name_of_onnx_type(tensor_type.elem_type) if tensor_type.elem_type else "float"
+    return TensorInfo(value.name, dtype, dims)
+
+
+def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
+    try:
+        inferred = shape_inference.infer_shapes(model, data_prop=True)
+    except Exception as exc:  # onnx raises its own InferenceError and ValidationError types
+        raise HaseError(f"ONNX shape inference failed: {str(exc).splitlines()[0]}") from exc
+    return {
+        value.name: _shape_of(value)
+        for value in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output)
+    }
+
+
+def _evaluate(node: onnx.NodeProto, values: dict[str, np.ndarray], tensors: dict[str, TensorInfo]) -> list | None:
+    """The outputs of a node whose inputs are all known (shapes of Shape's input), else None."""
+    if node.op_type == "Shape":
+        shape = tensors.get(node.input[0])
+        if shape is None or not shape.shape or any(d < 0 for d in shape.shape):
+            return None
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        dims = list(shape.shape)[attrs.get("start", 0) : attrs.get("end", len(shape.shape))]
+        return [np.array(dims, dtype=np.int64)]
+    if node.op_type == "Size":
+        shape = tensors.get(node.input[0])
+        if shape is None or any(d < 0 for d in shape.shape):
+            return None
+        return [np.array(int(np.prod(shape.shape)), dtype=np.int64)]
+    if any(name and name not in values for name in node.input):
+        return None
+    try:
+        evaluator = ReferenceEvaluator(node)
+        return list(evaluator.run(None, {name: values[name] for name in node.input if name}))
+    except Exception:  # an op the reference runtime lacks: its outputs stay unknown
+        return None
+
+
+def _fold_and_infer(light: onnx.ModelProto, tensors: dict[str, TensorInfo]) -> dict[str, TensorInfo]:
+    """Shapes ONNX inference left unknown because they are computed at run time from other
+    shapes (Shape -> Gather -> Concat -> Reshape): one pass in graph order that evaluates those
+    constant subgraphs on the shapes known so far and infers each op's outputs from them."""
+    values: dict[str, np.ndarray] = {init.name: numpy_helper.to_array(init) for init in light.graph.initializer}
+    types: dict[str, onnx.TypeProto] = {value.name: value.type for value in light.graph.input}
+    for init in light.graph.initializer:
+        types[init.name] = helper.make_tensor_type_proto(init.data_type, list(init.dims))
+    opsets = {o.domain or "ai.onnx": o.version for o in light.opset_import}
+    out = dict(tensors)
+    for node in light.graph.node:
+        results = _evaluate(node, values, out)
+        if results is not None:
+            for name, value in zip(node.output, results):
+                if name:
+                    array = np.asarray(value)
+                    values[name] = array
+                    proto = numpy_helper.from_array(array, name)
+                    types[name] = helper.make_tensor_type_proto(proto.data_type, list(array.shape))
+                    out[name] = TensorInfo(name, ort_name_of_onnx_type(proto.data_type), tuple(array.shape))
+            continue
+        try:
+            schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "ai.onnx", 1), node.domain)
+            inferred = shape_inference.infer_node_outputs(
+                schema,
+                node,
+                {name: types[name] for name in node.input if name in types},
+                {name: numpy_helper.from_array(values[name], name) for name in node.input if name in values},
+                opset_imports=list(light.opset_import),
+            )
+        except Exception:  # an op without a schema (contrib domains) or one inference rejects
+            continue
+        for name, type_proto in inferred.items():
+            types[name] = type_proto
+            value = helper.make_value_info(name, type_proto)
+            info = _shape_of(value)
+            if name not in out or any(d < 0 for d in out[name].shape):
+                out[name] = info
+    return out
+
+
+def prepare(model: onnx.ModelProto, batch_size: int | None = None) -> GraphView:
+    """Name every node as the analysis does, infer every tensor's shape, and mark folded nodes.
+
+    Args:
+        model: the exported model (not modified).
+        batch_size: when given, the first input's leading dimension is set to it first (for a
+            model exported with a dynamic batch axis).
+
+    Returns:
+        The graph view.
+
+    Raises:
+        HaseError: ONNX shape inference rejects the model.
+    """
+    light = _light_copy(model, batch_size)
+    name_all_nodes(light)
+    tensors = _infer(light)
+    if any(any(d < 0 for d in t.shape) for t in tensors.values()):
+        tensors.update(_fold_and_infer(light, tensors))
+    initializers = {init.name for init in model.graph.initializer}
+    for init in model.graph.initializer:
+        tensors[init.name] = TensorInfo(init.name, ort_name_of_onnx_type(init.data_type), tuple(init.dims))
+    nodes = list(light.graph.node)
+    producer: dict[str, tuple[int, int]] = {}
+    for index, node in enumerate(nodes):
+        for slot, name in enumerate(node.output):
+            if name:
+                producer[name] = (index, slot)
+    constant = set(initializers)
+    folded: set[int] = set()
+    for index, node in enumerate(nodes):
+        inputs = [name for name in node.input if name]
+        if node.op_type in SHAPE_OP_TYPES or node.op_type == "Constant" or all(n in constant for n in inputs):
+            folded.add(index)
+            constant.update(o for o in node.output if o)
+    consumers: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    by_op: dict[str, list[int]] = defaultdict(list)
+    for index, node in enumerate(nodes):
+        if index in folded:
+            continue
+        by_op[node.op_type].append(index)
+        for slot, name in enumerate(node.input):
+            if name:
+                consumers[name].append((index, slot))
+    graph_inputs = [i.name for i in model.graph.input if i.name not in initializers]
+    return GraphView(
+        nodes=nodes,
+        tensors=tensors,
+        producer=producer,
+        consumers=dict(consumers),
+        constant=constant,
+        folded=folded,
+        initializers=initializers,
+        graph_inputs=graph_inputs,
+        graph_outputs={o.name for o in model.graph.output},
+        by_op=dict(by_op),
+    )
+
+
+def signature(view: GraphView, group: list[int]) -> list[dict[str, Any]]:
+    """The pattern of ``group`` (node indices, in pattern order)."""
+    position = {node: k for k, node in enumerate(group)}
+    labels: dict[str, int] = {}
+    pattern = []
+    for node_index in group:
+        node = view.nodes[node_index]
+        inputs: list[list[Any]] = []
+        for name in node.input:
+            if not name:
+                inputs.append(["none"])
+            elif name in view.producer and view.producer[name][0] in position:
+                source, slot = view.producer[name]
+                inputs.append(["node", position[source], slot])
+            elif name in view.constant:
+                inputs.append(["const"])
+            else:
+                inputs.append(["ext", labels.setdefault(name, len(labels))])
+        internal = []
+        for name in node.output:
+            readers = view.consumers.get(name, [])
+            internal.append(
+                bool(name)
+                and bool(readers)
+                and name not in view.graph_outputs
+                and all(reader in position for reader, _ in readers)
+            )
+        pattern.append(
+            {
+                "op": node.op_type,
+                "domain": node.domain,
+                "inputs": inputs,
+                "n_outputs": len(node.output),
+                "internal": internal,
+            }
+        )
+    return pattern
+
+
+def pattern_key(pattern: list[dict[str, Any]]) -> str:
+    return json.dumps(pattern, sort_keys=True, separators=(",", ":"))
+
+
+def _plan(pattern: list[dict[str, Any]]) -> list[tuple[int, int, str, int, int]] | None:
+    """Steps that reach every pattern op from op 0: (new op, known op, how, slot, other slot).
+
+    ``consumer``: the new op reads output ``other`` of the known op at input ``slot``;
+    ``producer``: the new op writes (output ``other``) the known op's input ``slot``;
+    ``sibling``: the new op's input ``slot`` is the same outside tensor as the known op's ``other``.
+    None when the pattern is not connected that way.
+    """
+    links: list[tuple[int, int, str, int, int]] = []
+    ext_first: dict[int, tuple[int, int]] = {}
+    for k, op in enumerate(pattern):
+        for slot, source in enumerate(op["inputs"]):
+            if source[0] == "node":
+                links.append((k, source[1], "consumer", slot, source[2]))
+                links.append((source[1], k, "producer", source[2], slot))
+            elif source[0] == "ext":
+                if source[1] in ext_first:
+                    other_k, other_slot = ext_first[source[1]]
+                    links.append((k, other_k, "sibling", slot, other_slot))
+                    links.append((other_k, k, "sibling", other_slot, slot))
+                else:
+                    ext_first[source[1]] = (k, slot)
+    known = {0}
+    steps = []
+    while len(known) < len(pattern):
+        step = next((link for link in links if link[0] not in known and link[1] in known), None)
+        if step is None:
+            return None
+        # For "producer" the slots are stored as (new op's output, known op's input): swap to (known input, new output).
+        new, old, how, a, b = step
+        steps.append((new, old, how, b, a) if how == "producer" else step)
+        known.add(new)
+    return steps
+
+
+class Matcher:
+    """Finds every occurrence of one pattern in a graph view."""
+
+    def __init__(self, pattern: list[dict[str, Any]]) -> None:
+        self.pattern = pattern
+        self.key = pattern_key(pattern)
+        self.steps = _plan(pattern)
+
+    def _fits(self, view: GraphView, node_index: int, k: int) -> bool:
+        node = view.nodes[node_index]
+        op = self.pattern[k]
+        return (
+            node_index not in view.folded
+            and node.op_type == op["op"]
+            and node.domain == op["domain"]
+            and len(node.input) == len(op["inputs"])
+            and len(node.output) == op["n_outputs"]
+        )
+
+    def matches(self, view: GraphView, anchors: list[int] | None = None) -> list[list[int]]:
+        """Node groups (in pattern order) whose pattern equals this one."""
+        if self.steps is None:
+            return []
+        first = self.pattern[0]["op"]
+        found = []
+        for anchor in anchors if anchors is not None else view.by_op.get(first, []):
+            if not self._fits(view, anchor, 0):
+                continue
+            assignment = [-1] * len(self.pattern)
+            assignment[0] = anchor
+            found.extend(self._extend(view, assignment, 0))
+        return found
+
+    def _extend(self, view: GraphView, assignment: list[int], step_index: int) -> list[list[int]]:
+        if step_index == len(self.steps or []):
+            return [list(assignment)] if pattern_key(signature(view, assignment)) == self.key else []
+        new, old, how, slot, other = (self.steps or [])[step_index]
+        known = view.nodes[assignment[old]]
+        candidates: list[int] = []
+        if how == "consumer":
+            name = known.output[other] if other < len(known.output) else ""
+            candidates = [c for c, s in view.consumers.get(name, []) if s == slot]
+        elif how == "producer":
+            name = known.input[slot] if slot < len(known.input) else ""
+            if name in view.producer and view.producer[name][1] == other:
+                candidates = [view.producer[name][0]]
+        else:
+            name = known.input[other] if other < len(known.input) else ""
+            candidates = [c for c, s in view.consumers.get(name, []) if s == slot]
+        out = []
+        for candidate in candidates:
+            if candidate in assignment or not self._fits(view, candidate, new):
+                continue
+            assignment[new] = candidate
+            out.extend(self._extend(view, assignment, step_index + 1))
+            assignment[new] = -1
+        return out

@@ -1,0 +1,267 @@
+"""Static kernel detection: an ONNX model becomes the kernel list ORT would run on the target EP,
+from learned fusion rules alone: ONNX shape inference, then the rules' patterns; nothing is
+executed and the target EP is not needed.
+
+Ops no rule covers stay as one unfused kernel each and are listed in ``coverage``: never dropped.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.analysis.costs import bytes_moved, estimate_flops, tensor_bytes
+from hase_dagster.analysis.fusion import family_name
+from hase_dagster.analysis.fusion_rules import (
+    MIN_PRECISION,
+    FusionRules,
+    conditions_hold,
+    features,
+    group_refs,
+    qualified,
+    render_attributes,
+    render_tensor,
+)
+from hase_dagster.analysis.graph import TensorInfo
+from hase_dagster.analysis.pattern_graph import GraphView, Matcher, prepare
+from hase_dagster.core.errors import HaseError, ModelLoadError
+
+
+@dataclass
+class StaticDetection:
+    """The kernels of a model found by the rules, and how much of the model the rules covered."""
+
+    kernels: list[Kernel]
+    coverage: dict[str, Any]
+
+
+_MATCHERS: dict[int, list[Matcher]] = {}
+
+
+def _matchers(rules: FusionRules) -> list[Matcher]:
+    """One matcher per rule, built once per rules object (detection is called in loops)."""
+    key = id(rules)
+    if key not in _MATCHERS or len(_MATCHERS[key]) != len(rules.rules):
+        _MATCHERS[key] = [Matcher(rule["pattern"]) for rule in rules.rules]
+    return _MATCHERS[key]
+
+
+def _make_kernel(
+    variant_id: str,
+    ep: str,
+    name: str,
+    family: str,
+    op_type: str,
+    domain: str,
+    absorbed: list[str],
+    absorbed_types: list[str],
+    attributes: dict[str, Any],
+    inputs: list[TensorInfo],
+    outputs: list[TensorInfo],
+    weights: list[str],
+) -> Kernel:
+    read, written = bytes_moved(inputs, outputs)
+    return Kernel(
+        variant_id=variant_id,
+        ep=ep,
+        order=0,
+        node_name=name,
+        family=family,
+        op_type=op_type,
+        domain=domain,
+        absorbed_ops=absorbed,
+        absorbed_op_types=absorbed_types,
+        attributes=attributes,
+        inputs=inputs,
+        outputs=outputs,
+        weight_names=weights,
+        flops=estimate_flops(op_type, attributes, inputs, outputs),
+        input_bytes=read,
+        output_bytes=written,
+        weight_bytes=sum(tensor_bytes(t) for t in inputs if t.name in weights),
+    )
+
+
+def _select(view: GraphView, rules: FusionRules) -> list[tuple[dict[str, Any], list[int]]]:
+    """Rule matches that hold their conditions, largest patterns (then surest rules) first,
+    without overlap."""
+    candidates: list[tuple[tuple[Any, ...], dict[str, Any], list[int]]] = []
+    for rule, matcher in zip(rules.rules, _matchers(rules)):
+        if rule["precision"] < MIN_PRECISION:
+            continue
+        seen: set[frozenset[int]] = set()
+        for group in matcher.matches(view):
+            frozen = frozenset(group)
+            if frozen in seen:
+                continue
+            seen.add(frozen)
+            if rule["conditions"] and not conditions_hold(rule["conditions"], features(view, group)):
+                continue
+            rank = (-len(group), -rule["precision"], -rule["positives"], min(group))
+            candidates.append((rank, rule, group))
+    candidates.sort(key=lambda c: c[0])
+    taken: set[int] = set()
+    chosen = []
+    for _, rule, group in candidates:
+        if taken.isdisjoint(group):
+            taken.update(group)
+            chosen.append((rule, group))
+    return chosen
+
+
+def detect_kernels(
+    source: str | os.PathLike[str], rules: FusionRules, variant_id: str | None = None
+) -> StaticDetection:
+    """The kernels ORT would run for ``source`` on the rules' EP, found without running it.
+
+    Args:
+        source: an ONNX file with static input shapes.
+        rules: fusion rules of the target EP, ORT version and device.
+        variant_id: the name the kernels carry (the file's stem by default).
+
+    Returns:
+        The kernels (in graph order, ops no rule covers as unfused kernels) and the coverage:
+        share of the model's ops a rule covered, the uncovered op types, the rules used.
+
+    Raises:
+        HaseError: the file is missing or not a valid ONNX model.
+    """
+    started = time.perf_counter()
+    path = Path(source)
+    try:
+        model = onnx.load(str(path))
+    except FileNotFoundError as exc:
+        raise ModelLoadError(f"model file {path} does not exist") from exc
+    except Exception as exc:  # protobuf raises DecodeError and others
+        raise ModelLoadError(f"cannot read {path} as an ONNX model: {exc}") from exc
+    return detect_in_model(model, rules, variant_id or path.stem, started)
+
+
+def detect_in_model(
+    model: onnx.ModelProto, rules: FusionRules, variant_id: str, started: float | None = None
+) -> StaticDetection:
+    """:func:`detect_kernels` for a model already in memory."""
+    started = time.perf_counter() if started is None else started
+    view = prepare(model)
+    unknown = [name for name in view.graph_inputs if any(d < 0 for d in view.tensor(name).shape)]
+    if unknown:
+        raise HaseError(f"model input(s) {', '.join(unknown)} have no static shape: export at a fixed batch size")
+    chosen = _select(view, rules)
+    covered = {node for _, group in chosen for node in group}
+    # (first original node index, position) -> kernel, so kernels follow the graph's order.
+    placed: list[tuple[tuple[int, int], Kernel]] = []
+    kernel_of_node: dict[int, Kernel] = {}
+    rule_uses: Counter = Counter()
+    eliminated = 0
+    for rule, group in chosen:
+        rule_uses[rule["id"]] += 1
+        template = rule["kernel"]
+        if template is None:
+            eliminated += len(group)
+            continue
+        refs = group_refs(view, group)
+        inputs = [render_tensor(t, refs) for t in template["inputs"]]
+        outputs = [render_tensor(t, refs) for t in template["outputs"]]
+        weights = [tensor.name for tensor, t in zip(inputs, template["inputs"]) if t["weight"]]
+        names = [view.nodes[n].name for n in group]
+        kernel = _make_kernel(
+            variant_id, rules.ep, names[-1], rule["family"], template["op_type"], template["domain"], names,
+            [view.nodes[n].op_type for n in group], render_attributes(template["attributes"], view, group),
+            inputs, outputs, weights,
+        )  # fmt: skip
+        kernel._static_rule = (rule, group)  # type: ignore[attr-defined]
+        placed.append(((min(group), 1), kernel))
+        for node in group:
+            kernel_of_node[node] = kernel
+    uncovered: Counter = Counter()
+    for node_index in view.live:
+        if node_index in covered:
+            continue
+        node = view.nodes[node_index]
+        uncovered[node.op_type if not node.domain else f"{node.domain}.{node.op_type}"] += 1
+        inputs = [view.tensor(name) for name in node.input if name]
+        kernel = _make_kernel(
+            variant_id, rules.ep, node.name, family_name([node.op_type], node.op_type), node.op_type, node.domain,
+            [node.name], [node.op_type], view.attributes(node_index), inputs,
+            [view.tensor(name) for name in node.output if name],
+            [t.name for t in inputs if t.name in view.initializers],
+        )  # fmt: skip
+        placed.append(((node_index, 1), kernel))
+        kernel_of_node[node_index] = kernel
+    placed.extend(_inserted(view, rules, placed, kernel_of_node, variant_id))
+    placed.sort(key=lambda p: p[0])
+    kernels = [kernel for _, kernel in placed]
+    for order, kernel in enumerate(kernels):
+        kernel.order = order
+        if hasattr(kernel, "_static_rule"):
+            del kernel._static_rule
+    live = len(view.live)
+    coverage = {
+        "original_ops": live,
+        "covered_ops": len(covered),
+        "covered_share": len(covered) / live if live else 1.0,
+        "eliminated_ops": eliminated,
+        "uncovered_ops": sum(uncovered.values()),
+        "uncovered_patterns": dict(sorted(uncovered.items())),
+        "rules_used": len(rule_uses),
+        "kernels": len(kernels),
+        "seconds": time.perf_counter() - started,
+    }
+    return StaticDetection(kernels=kernels, coverage=coverage)
+
+
+def _inserted(
+    view: GraphView,
+    rules: FusionRules,
+    placed: list[tuple[tuple[int, int], Kernel]],
+    kernel_of_node: dict[int, Kernel],
+    variant_id: str,
+) -> list[tuple[tuple[int, int], Kernel]]:
+    """Kernels ORT adds with no original op (layout reorders, reshapes), before the inputs of
+    rule kernels where the teacher showed them for that kind of producer."""
+    out: list[tuple[tuple[int, int], Kernel]] = []
+    done: set[tuple[str, str]] = set()
+    for position, kernel in placed:
+        rule_and_group = getattr(kernel, "_static_rule", None)
+        if rule_and_group is None:
+            continue
+        rule, group = rule_and_group
+        if not rule["inserts"]:
+            continue
+        refs = group_refs(view, group)
+        for slot_text, entry in rule["inserts"].items():
+            slot = int(slot_text)
+            if slot >= len(kernel.inputs):
+                continue
+            name = kernel.inputs[slot].name
+            producer_node = view.producer.get(name, (None, 0))[0]
+            source = qualified(kernel_of_node.get(producer_node)) if producer_node is not None else "input"
+            total = entry["totals"].get(source, 0)
+            best_key, best = None, 0
+            for chain_key, chain in entry["chains"].items():
+                count = chain["by_producer"].get(source, 0)
+                if count > best:
+                    best_key, best = chain_key, count
+            if best_key is None or best * 2 < total:
+                continue
+            if (name, best_key) in done:
+                continue
+            done.add((name, best_key))
+            for template in entry["chains"][best_key]["kernels"]:
+                inputs = [render_tensor(t, refs) for t in template["inputs"]]
+                added = _make_kernel(
+                    variant_id, rules.ep, f"{template['op_type']}_inserted_{name}", template["family"],
+                    template["op_type"], template["domain"], [], [],
+                    render_attributes(template["attributes"], view, group), inputs,
+                    [render_tensor(t, refs) for t in template["outputs"]],
+                    [tensor.name for tensor, t in zip(inputs, template["inputs"]) if t["weight"]],
+                )  # fmt: skip
+                out.append(((position[0], 0), added))
+    return out
