@@ -247,10 +247,16 @@ def launch_empty(x: Any) -> None:
 
 
 @triton.jit
-def _gap_probe_kernel(out_ptr, duration_ns, threshold_ns, capacity):
-    """Spin for ``duration_ns`` of ``%globaltimer`` time, reading the timer back to back; every
-    jump of more than ``threshold_ns`` between two reads is a time this program did not run (the
-    GPU ran another context): record its (start, end) pairs after a header [first, last, count]."""
+def _gap_probe_kernel(out_ptr, capacity):
+    """Spin for ``out[0]`` ns of ``%globaltimer`` time, reading the timer back to back; every jump
+    of more than ``out[1]`` ns between two reads is a time this program did not run (the GPU ran
+    another context): record its (start, end) pairs after a header that becomes [first, last, count].
+
+    The duration and threshold come in the buffer, not as arguments, so that one compiled kernel
+    serves every duration (Triton types an int argument i32 or i64 by its value).
+    """
+    duration_ns = tl.load(out_ptr)
+    threshold_ns = tl.load(out_ptr + 1)
     first = globaltimer()
     previous = first
     count = 0
@@ -277,7 +283,8 @@ def gap_probe(duration_s: float, threshold_us: float = 5.0, capacity: int = 100_
     import torch
 
     out = torch.zeros(3 + 2 * capacity, dtype=torch.int64, device="cuda")
-    _gap_probe_kernel[(1,)](out, int(duration_s * 1e9), int(threshold_us * 1e3), capacity, num_warps=1)
+    out[0], out[1] = int(duration_s * 1e9), int(threshold_us * 1e3)
+    _gap_probe_kernel[(1,)](out, capacity, num_warps=1)
     values = out.cpu().tolist()
     count = int(values[2])
     kept = min(count, capacity)
