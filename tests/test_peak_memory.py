@@ -161,7 +161,9 @@ class _OneMsRegressor:
         return True
 
 
-def test_predictions_report_predicted_peak_memory() -> None:
+def test_predictions_report_predicted_peak_memory(capsys: pytest.CaptureFixture) -> None:
+    from hase_dagster.orchestration.cli import _print_prediction
+
     loads = [({"HOST_CPU_UTIL": 0.0}, "idle"), ({"HOST_CPU_UTIL": 50.0}, "level")]
     predictions = predict_model_under("v", _residual_block(), _OneMsRegressor(), Composition(), loads, 1)
     expected = predict_peak_memory(_residual_block(), "cpu")
@@ -169,3 +171,7 @@ def test_predictions_report_predicted_peak_memory() -> None:
         document = prediction.to_dict()
         assert document["predicted_peak_memory_mb"] == pytest.approx(expected.total_mb)
         assert document["peak_memory"]["weights_bytes"] == 8 * MIB
+    _print_prediction(predictions[0], top=0)
+    assert f"peak memory (predicted): {expected.total_mb:.1f} MB: weights 8.4, live activations 7.3 (peak at n1)" in (
+        capsys.readouterr().out
+    )

@@ -351,6 +351,13 @@ def _print_prediction(prediction: Any, top: int) -> None:
     for kernel in sorted(prediction.kernels, key=lambda k: -k.mean_ms)[:top]:
         mark = "  [fallback]" if kernel.fallback else ""
         print(f"    {kernel.order:>4} {kernel.family[:40]:<40} {kernel.mean_ms:9.4f} ms{mark}")
+    memory = getattr(prediction, "peak_memory", None)
+    if memory:
+        print(
+            f"  peak memory (predicted): {memory['total_mb']:.1f} MB: weights {memory['weights_bytes'] / 1e6:.1f}, "
+            f"live activations {memory['activation_peak_bytes'] / 1e6:.1f} (peak at {memory['peak_node']}), "
+            f"workspace {memory['workspace_bytes'] / 1e6:.1f}, session {memory['session_bytes'] / 1e6:.1f}"
+        )
     for warning in prediction.warnings:
         print(f"  warning: {warning}")
 
