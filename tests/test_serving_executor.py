@@ -167,3 +167,45 @@ def test_every_dashboard_query_returns_data_from_a_real_prometheus(
         httpd.shutdown()
         httpd.server_close()
         thread.join(timeout=5)
+
+
+def test_serve_bench_and_report_on_tiny_models(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    import yaml
+
+    for name in ("cnn", "enc"):
+        tiny_model(tmp_path / f"{name}.onnx")
+    spec = {
+        "device": "cpu",
+        "batch_sizes": [1, 2, 4],
+        "models": [
+            {"name": "cnn", "path": "cnn.onnx", "slo_ms": 20, "priority": 1, "rate_per_s": 80},
+            {"name": "enc", "path": "enc.onnx", "slo_ms": 40, "percentile": 90, "priority": 2, "rate_per_s": 60},
+        ],
+        "exec_ms": {"cnn": {1: [0.2, 0.3], 4: [0.5, 0.6]}, "enc": {1: [0.2, 0.3], 4: [0.5, 0.6]}},
+    }
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(spec))
+    out = tmp_path / "bench"
+    command = [sys.executable, "-m", "hase_dagster.orchestration.cli", "serve-bench", str(tmp_path / "plan.yaml")]
+    command += ["--config", "planner,batch1,grid", "--grid-batches", "1,4", "--duration", "0.5", "--drain", "0.5"]
+    done = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert [r["config"] for r in runs] == ["planner", "batch1", "grid", "grid", "grid", "grid"]
+    assert {r["configs"]["cnn"]["max_batch"] for r in runs if r["config"] == "grid"} == {1, 4}
+    assert all(r["measured"]["cnn"]["requests"] > 10 and r["simulated_measured_exec"] for r in runs)
+    rows = (out / "requests.csv").read_text().splitlines()
+    assert len(rows) - 1 == sum(r["measured"][m]["requests"] for r in runs for m in ("cnn", "enc"))
+    # A second call finds every run done and serves nothing more.
+    again = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and len((out / "runs.jsonl").read_text().splitlines()) == len(runs)
+    report = subprocess.run(
+        [sys.executable, "-m", "hase_dagster.orchestration.cli", "serving-report", str(out), "--write"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert report.returncode == 0, report.stderr
+    assert "grid best of 4" in report.stdout and (out / "report.md").read_text() == report.stdout

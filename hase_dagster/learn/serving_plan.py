@@ -20,9 +20,11 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.serving_spec import BatchingConfig, PlanSpec, ServedModel
-from hase_dagster.learn.serving_sim import IDLE_LOAD, ExecTime, ServiceTime, SimModel, simulate
+from hase_dagster.learn.serving_sim import IDLE_LOAD, ExecTime, ModelOutcome, ServiceTime, SimModel, simulate
 
 # At most this many simulated requests per candidate (all models together) and for the final figures.
 SEARCH_REQUESTS = 6000
@@ -262,12 +264,37 @@ def plan(spec: PlanSpec, exec_time: ExecTime, share: float = 0.0, passes: int = 
 
 
 def simulate_configs(
-    spec: PlanSpec, configs: dict[str, BatchingConfig], exec_time: ExecTime, share: float, seconds: float, seed: int
+    spec: PlanSpec,
+    configs: dict[str, BatchingConfig],
+    exec_time: ExecTime,
+    share: float,
+    seconds: float,
+    seed: int,
+    drain_s: float | None = None,
+    repeats: int = 1,
 ) -> dict[str, dict]:
-    """The simulator's figures (:meth:`ModelOutcome.summary`) for given configurations: what the
-    simulation says a measured run of ``seconds`` should see."""
+    """The simulator's figures (:meth:`ModelOutcome.summary`) for given configurations: what a measured
+    run of ``seconds`` of arrivals, with ``drain_s`` to finish (default: the planner's), should see,
+    pooled over ``repeats`` independent runs (a short overloaded run's tail depends on its length)."""
     service = ServiceTime(exec_time, spec.load, share, spec.cotenant.slice_ms)
-    return {name: o.summary() for name, o in evaluate(spec, configs, service, seconds, seed).items()}
+    drain = max(2.0, seconds / 10) if drain_s is None else drain_s
+    runs = [
+        simulate(_sim_models(spec), configs, service, seconds, seed=seed + 7919 * i, drain_s=drain)
+        for i in range(max(1, repeats))
+    ]
+    pooled = {}
+    for name in runs[0]:
+        parts = [run[name] for run in runs]
+        pooled[name] = ModelOutcome(
+            name,
+            parts[0].slo_ms,
+            parts[0].percentile,
+            np.concatenate([p.latencies_ms for p in parts]),
+            [b for p in parts for b in p.batch_sizes],
+            sum(p.busy_ms for p in parts),
+            seconds * len(parts),
+        ).summary()
+    return pooled
 
 
 def triton_config(model: ModelPlan, priority_levels: int, platform: str = "onnxruntime_onnx") -> str:

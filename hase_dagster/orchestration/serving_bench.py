@@ -27,7 +27,7 @@ import numpy as np
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.serving_spec import BatchingConfig, PlanSpec
 from hase_dagster.learn.serving_plan import TableExecTime, exec_time_for, fixed_configs, plan, simulate_configs
-from hase_dagster.learn.serving_sim import ModelOutcome
+from hase_dagster.learn.serving_sim import IDLE_LOAD, ModelOutcome
 
 CONFIG_KINDS = ("planner", "batch1", "triton-default", "grid")
 
@@ -48,7 +48,6 @@ class BenchSettings:
     grid_levels: list[float] | None  # stress levels the grid runs at (all when None)
     seed: int = 0
     metrics_port: int | None = None
-    sim_seconds: float = 60.0
 
 
 def scaled(spec: PlanSpec, level: float, scale: float) -> PlanSpec:
@@ -85,6 +84,26 @@ def measured_summary(spec: PlanSpec, records: list, duration_s: float) -> dict[s
         summary["utilization"] = busy_ms / (duration_s * 1000.0)
         out[model.name] = summary
     return out
+
+
+def measured_exec_table(records: list) -> dict[str, dict[int, tuple[float, float]]]:
+    """(mean, p90) run time per model and batch size of the batches a run served."""
+    runs: dict[str, dict[int, list[float]]] = {}
+    seen: set[tuple[str, float]] = set()
+    for r in records:
+        if math.isfinite(r.done_ms) and (r.model, r.start_ms) not in seen:
+            seen.add((r.model, r.start_ms))
+            runs.setdefault(r.model, {}).setdefault(r.batch, []).append(r.done_ms - r.start_ms)
+    return {
+        model: {b: (float(np.mean(t)), float(np.percentile(t, 90))) for b, t in sorted(by_batch.items())}
+        for model, by_batch in runs.items()
+    }
+
+
+def _repeats(spec: PlanSpec, settings: BenchSettings) -> int:
+    """How many simulated runs as long as a measured one pool about 20,000 requests (1 to 50)."""
+    per_run = sum(m.rate_per_s for m in spec.models) * settings.duration_s
+    return int(min(50, max(1, math.ceil(20000 / max(per_run, 1.0)))))
 
 
 def _unique_batches(records: list) -> dict[float, float]:
@@ -176,7 +195,24 @@ def serve_bench(spec: PlanSpec, settings: BenchSettings, out_dir: Path, data_roo
                         metrics,
                     )
                     wall_s = time.perf_counter() - t0
-                    simulated = simulate_configs(spec_s, configs, exec_time, share, settings.sim_seconds, seed)
+                    # The simulated run is as long as the measured one (an overloaded queue's tail grows with
+                    # the run), repeated on independent streams until about 20,000 requests are pooled.
+                    sim = {
+                        "seconds": settings.duration_s,
+                        "drain_s": settings.drain_s,
+                        "repeats": _repeats(spec_s, settings),
+                    }
+                    simulated = simulate_configs(spec_s, configs, exec_time, share, seed=seed, **sim)
+                    # The same simulation fed the run's own batch times instead of the predictions: what
+                    # is left of its error is the queueing model's, not the predictor's.
+                    measured_exec = measured_exec_table(records)
+                    simulated_measured_exec = (
+                        simulate_configs(
+                            spec_s, configs, TableExecTime({IDLE_LOAD: measured_exec}), 0.0, seed=seed, **sim
+                        )
+                        if set(measured_exec) == set(configs)
+                        else None
+                    )
                     line = {
                         "run_id": run_id,
                         "stress": level,
@@ -192,6 +228,8 @@ def serve_bench(spec: PlanSpec, settings: BenchSettings, out_dir: Path, data_roo
                         "configs": {n: c.__dict__ for n, c in configs.items()},
                         "measured": measured_summary(spec_s, records, settings.duration_s),
                         "simulated": simulated,
+                        "simulated_measured_exec": simulated_measured_exec,
+                        "measured_exec_ms": {n: {str(b): v for b, v in t.items()} for n, t in measured_exec.items()},
                         "plan_seconds": plan_s,
                         "prediction_seconds": prediction_s,
                         "wall_seconds": wall_s,

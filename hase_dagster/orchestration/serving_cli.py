@@ -118,7 +118,7 @@ def cmd_serving_report(args: argparse.Namespace) -> int:
     text = serving_report(args.results / "runs.jsonl")
     if args.write:
         (args.results / "report.md").write_text(text)
-    print(text)
+    print(text, end="")
     return 0
 
 
