@@ -7,6 +7,7 @@ from assets.learning import latency_predictions, learning_assets
 from assets.measurement import measurement_assets
 from assets.partitions import batch_size_partitions, measurement_partitions
 from assets.serving import serving_assets
+from assets.static_detection import static_detection_assets
 
 analysis_job = dg.define_asset_job(
     "analysis_job",
@@ -24,7 +25,7 @@ benchmark_job = dg.define_asset_job(
 
 learning_job = dg.define_asset_job(
     "learning_job",
-    selection=dg.AssetSelection.assets(*learning_assets, *serving_assets),
+    selection=dg.AssetSelection.assets(*learning_assets, *serving_assets, *static_detection_assets),
     description="Train the regressor, predict every zoo model, evaluate predictions against measurements, and "
     "plan serving from the predictions.",
 )

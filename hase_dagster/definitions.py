@@ -9,6 +9,7 @@ from assets.learning import learning_assets
 from assets.measurement import measurement_assets
 from assets.partitions import measurement_partitions
 from assets.serving import serving_assets
+from assets.static_detection import static_detection_assets
 from hase_dagster.core.config import load_config
 from resources.sets import hase_resources
 from sensors.backfill import batch_size_backfill_sensor
@@ -36,5 +37,6 @@ defs = dg.Definitions.merge(
     ),
     dg.Definitions(assets=device_assets, jobs=[device_profile_job]),
     dg.Definitions(assets=serving_assets),
+    dg.Definitions(assets=static_detection_assets),
     dg.Definitions(resources=hase_resources(load_config().prometheus_url)),
 )

@@ -51,3 +51,17 @@ def compare_kernels(variant_id: str, fingerprinted: list[Kernel], derived: list[
         families_fingerprinted=len(fingerprinted),
         families_identical=sum(families.values()),
     )
+
+
+def agreement_check(agreements: list[Agreement], goal: float = 0.99) -> tuple[bool, dict[str, object]]:
+    """Whether rule-derived kernel lists agree with the fingerprinted ones (share of identical
+    kernels over all variants at least ``goal``), and the disagreements per variant."""
+    total = sum(max(a.fingerprinted, a.derived) for a in agreements)
+    identical = sum(a.identical for a in agreements)
+    share = identical / total if total else 1.0
+    disagreements = {
+        a.variant_id: {"only_fingerprinted": a.only_fingerprinted, "only_derived": a.only_derived}
+        for a in agreements
+        if a.only_fingerprinted or a.only_derived
+    }
+    return share >= goal, {"share": share, "identical": identical, "kernels": total, "disagreements": disagreements}

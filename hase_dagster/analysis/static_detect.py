@@ -217,6 +217,25 @@ def detect_in_model(
     return StaticDetection(kernels=kernels, coverage=coverage)
 
 
+def _chain_source(view: GraphView, group: list[int], first: dict[str, Any], refs: dict[str, TensorInfo]) -> str:
+    """The original tensor an inserted chain reads: the one its template names, else the group's
+    outside input with as many elements (ORT's own tensors, e.g. a flattened Gemm output, have
+    no original name)."""
+    if not first["inputs"]:
+        return ""
+    wanted = render_tensor(first["inputs"][0], refs)
+    if wanted.name in view.producer or wanted.name in view.graph_inputs:
+        return wanted.name
+    members = set(group)
+    for node_index in group:
+        for name in view.nodes[node_index].input:
+            if not name or name in view.constant or view.producer.get(name, (-1, 0))[0] in members:
+                continue
+            if view.tensor(name).numel == wanted.numel:
+                return name
+    return wanted.name
+
+
 def _inserted(
     view: GraphView,
     rules: FusionRules,
@@ -240,18 +259,16 @@ def _inserted(
             slot = int(slot_text)
             if slot >= len(kernel.inputs):
                 continue
-            name = kernel.inputs[slot].name
-            producer_node = view.producer.get(name, (None, 0))[0]
-            source = qualified(kernel_of_node.get(producer_node)) if producer_node is not None else "input"
-            total = entry["totals"].get(source, 0)
-            best_key, best = None, 0
+            best_key, best, name = None, 0, ""
             for chain_key, chain in entry["chains"].items():
+                # The chain reads the tensor its first kernel's input template names.
+                chain_input = _chain_source(view, group, chain["kernels"][0], refs)
+                producer_node = view.producer.get(chain_input, (None, 0))[0]
+                source = qualified(kernel_of_node.get(producer_node)) if producer_node is not None else "input"
                 count = chain["by_producer"].get(source, 0)
-                if count > best:
-                    best_key, best = chain_key, count
-            if best_key is None or best * 2 < total:
-                continue
-            if (name, best_key) in done:
+                if count > best and count * 2 >= entry["totals"].get(source, 0):
+                    best_key, best, name = chain_key, count, chain_input
+            if best_key is None or (name, best_key) in done:
                 continue
             done.add((name, best_key))
             for template in entry["chains"][best_key]["kernels"]:

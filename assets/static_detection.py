@@ -1,0 +1,57 @@
+"""Fusion rules of the profile's execution provider, learned from the kernel catalog, and the
+check that the kernel lists they derive agree with the fingerprinted ones."""
+
+import dagster as dg
+import onnx
+import onnxruntime
+
+from assets.analysis import kernel_catalog
+from hase_dagster.analysis.catalog import load_catalog
+from hase_dagster.analysis.fusion_rules import learn_rules
+from hase_dagster.analysis.kernel_agreement import agreement_check, compare_kernels
+from hase_dagster.analysis.static_detect import detect_kernels
+from hase_dagster.core.ort_runtime import device_name
+from resources.hase import HaseResource
+
+
+@dg.asset(
+    deps=[kernel_catalog],
+    group_name="analysis",
+    kinds={"onnx", "json"},
+    check_specs=[dg.AssetCheckSpec("rule_kernels_match_fingerprints", asset="fusion_rules")],
+    description="Fusion rules (pattern of original ops -> kernel) of the profile's EP, ORT version and device, "
+    "learned from every cataloged variant; static kernel detection uses them without the EP.",
+)
+def fusion_rules(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
+    ep = hase.profile().execution_provider
+    paths = hase.paths()
+    files = hase.warehouse().query("SELECT DISTINCT variant_id, path FROM model_files ORDER BY variant_id")
+    cases = []
+    for variant_id, path in files.itertuples(index=False):
+        catalog = paths.catalogs(ep) / f"{variant_id}.json"
+        if catalog.exists():
+            cases.append((variant_id, path, load_catalog(catalog)[1]))
+    if not cases:
+        raise dg.Failure("no kernel catalogs: materialize kernel_catalog first")
+    version = onnxruntime.__version__
+    rules = learn_rules(((onnx.load(str(p)), k) for _, p, k in cases), ep, version, device_name(ep))
+    target = rules.save(paths.root / "fusion_rules" / f"{ep}-ort{version}.fusion_rules.json")
+    agreements = [compare_kernels(v, k, detect_kernels(p, rules, v).kernels) for v, p, k in cases]
+    passed, report = agreement_check(agreements)
+    context.log.info(f"{len(rules.rules)} rules; rule-derived kernels identical: {report['share']:.1%}")
+    return dg.MaterializeResult(
+        metadata={"path": str(target), "rules": len(rules.rules), "variants": len(cases), "ort_version": version},
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="rule_kernels_match_fingerprints",
+                passed=passed,
+                metadata={
+                    "identical_share": report["share"],
+                    "disagreements": dg.MetadataValue.json(report["disagreements"]),
+                },
+            )
+        ],
+    )
+
+
+static_detection_assets = [fusion_rules]
