@@ -1,0 +1,119 @@
+"""Static kernel detection: rules learned from the fingerprinted catalog of a small model (real
+ORT CPU analysis) give its kernel list back without running it; what no rule covers stays."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from hase_dagster.analysis.analyze import ModelAnalysis, analyze_model
+from hase_dagster.analysis.fusion_rules import FusionRules, learn_rules
+from hase_dagster.analysis.kernel_agreement import agreement_check, compare_kernels
+from hase_dagster.analysis.static_detect import detect_kernels
+from hase_dagster.core.errors import HaseError
+
+
+def _block_model(path: Path, tail: str | None = None) -> Path:
+    """Conv-Relu, Conv-Add(skip)-Relu, GlobalAveragePool (and an optional tail op) at 1x8x16x16."""
+    rng = np.random.default_rng(0)
+    weight = lambda name, *shape: numpy_helper.from_array(rng.normal(0, 0.2, shape).astype(np.float32), name)  # noqa: E731
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Add", ["c2", "x"], ["a2"], name="add2"),
+        helper.make_node("Relu", ["a2"], ["r2"], name="relu2"),
+        helper.make_node("GlobalAveragePool", ["r2"], ["y" if tail is None else "p"], name="pool"),
+    ]
+    if tail is not None:
+        nodes.append(helper.make_node(tail, ["p"], ["y"], name="tail"))
+    graph = helper.make_graph(
+        nodes,
+        "block",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 1, 1])],
+        [weight("w1", 8, 8, 3, 3), weight("b1", 8), weight("w2", 8, 8, 3, 3), weight("b2", 8)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.save(model, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def taught(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, ModelAnalysis, FusionRules]:
+    folder = tmp_path_factory.mktemp("static")
+    source = _block_model(folder / "block.onnx")
+    analysis = analyze_model(source, "cpu", folder / "block.opt.onnx")
+    rules = learn_rules([(onnx.load(str(source)), analysis.kernels)], "cpu", onnxruntime.__version__, "test CPU")
+    return source, analysis, rules
+
+
+def test_rules_reproduce_the_fingerprinted_kernels(taught: tuple[Path, ModelAnalysis, FusionRules]) -> None:
+    source, analysis, rules = taught
+    # The teacher fused something (Conv_Relu, Conv_Add_Relu on NCHWc), so this is not a 1:1 copy.
+    assert any("_" in k.family for k in analysis.kernels)
+    detection = detect_kernels(source, rules)
+    agreement = compare_kernels("block", analysis.kernels, detection.kernels)
+    assert agreement.identical == len(analysis.kernels) == len(detection.kernels), (
+        agreement.only_fingerprinted,
+        agreement.only_derived,
+    )
+    assert [k.op_type for k in detection.kernels] == [k.op_type for k in analysis.kernels]
+    assert detection.coverage["uncovered_ops"] == 0
+    assert all(k.flops >= 0 and k.output_bytes > 0 for k in detection.kernels)
+
+
+def test_uncovered_pattern_is_reported_and_kept(
+    taught: tuple[Path, ModelAnalysis, FusionRules], tmp_path: Path
+) -> None:
+    _, _, rules = taught
+    source = _block_model(tmp_path / "tail.onnx", tail="Sigmoid")
+    detection = detect_kernels(source, rules)
+    assert detection.coverage["uncovered_patterns"] == {"Sigmoid": 1}
+    assert detection.coverage["covered_share"] < 1.0
+    sigmoid = [k for k in detection.kernels if k.absorbed_ops == ["tail"]]
+    assert len(sigmoid) == 1 and sigmoid[0].family == "Sigmoid" and sigmoid[0].outputs[0].shape == (1, 8, 1, 1)
+    assert detection.kernels[-1] is sigmoid[0]
+
+
+def test_rules_round_trip_and_refuse_corrupt_or_foreign_files(
+    taught: tuple[Path, ModelAnalysis, FusionRules], tmp_path: Path
+) -> None:
+    _, _, rules = taught
+    path = rules.save(tmp_path / "cpu.fusion_rules.json")
+    loaded = FusionRules.load(path)
+    assert loaded.rules == json.loads(json.dumps(rules.rules)) and loaded.ep == "cpu"
+    document = json.loads(path.read_text())
+    (tmp_path / "v2.json").write_text(json.dumps({**document, "format_version": 2}))
+    with pytest.raises(HaseError, match="format version 2"):
+        FusionRules.load(tmp_path / "v2.json")
+    (tmp_path / "torn.json").write_text(path.read_text()[:200])
+    with pytest.raises(HaseError, match="corrupt"):
+        FusionRules.load(tmp_path / "torn.json")
+    (tmp_path / "other.json").write_text(json.dumps({"format": "something else"}))
+    with pytest.raises(HaseError, match="not a Hase fusion rules file"):
+        FusionRules.load(tmp_path / "other.json")
+    broken = {**document, "rules": [{"pattern": "x"}]}
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    with pytest.raises(HaseError, match="corrupt"):
+        FusionRules.load(tmp_path / "broken.json")
+
+
+def test_agreement_check_fails_when_lists_disagree(taught: tuple[Path, ModelAnalysis, FusionRules]) -> None:
+    source, analysis, rules = taught
+    derived = detect_kernels(source, rules).kernels
+    passed, report = agreement_check([compare_kernels("block", analysis.kernels, derived)])
+    assert passed and report["disagreements"] == {}
+    # One kernel with another family, one with another shape: both are disagreements.
+    changed = [dataclasses.replace(derived[0], family="Other")] + derived[1:]
+    changed[-1] = dataclasses.replace(
+        changed[-1], outputs=[dataclasses.replace(changed[-1].outputs[0], shape=(2, 8, 1, 1))]
+    )
+    passed, report = agreement_check([compare_kernels("block", analysis.kernels, changed)])
+    assert not passed
+    assert len(report["disagreements"]["block"]["only_derived"]) == 2
