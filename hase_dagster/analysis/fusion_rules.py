@@ -183,19 +183,30 @@ def group_refs(view: GraphView, group: list[int]) -> dict[str, TensorInfo]:
     return refs
 
 
-def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool]]) -> dict[str, Any]:
+def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool]], slot: int = 0) -> dict[str, Any]:
     """How one kernel input or output follows from the matched group's tensors, consistent over
-    every sample (refs, the kernel's tensor, whether it is a weight)."""
+    every sample (refs, the kernel's tensor, whether it is a weight).
+
+    Each dimension is a dimension of a matched tensor (``["ref", tensor, dim]``), the product of a
+    matched tensor's leading dimensions (``["prod", tensor, count]``: ORT flattens a MatMul's
+    batch dimensions for Gemm), or a literal. Ties go to the tensor of the same name, then to
+    the one in the same slot (a Concat's inputs that happened to be equal in every sample)."""
     refs0, tensor0, _ = samples[0]
-    by_name = [r for r, t in refs0.items() if t.name == tensor0.name]
-    same_shape = [r for r, t in refs0.items() if t.shape == tensor0.shape and t.dtype == tensor0.dtype]
-    whole = [r for r in by_name + same_shape if all(refs.get(r) and refs[r].shape == t.shape for refs, t, _ in samples)]
+
+    def preference(ref: str) -> tuple[bool, bool, str]:
+        return (refs0[ref].name != tensor0.name, ref.rsplit(".", 1)[1] != str(slot), ref)
+
+    ordered = sorted(refs0, key=preference)
+    whole = [
+        r
+        for r in ordered
+        if refs0[r].dtype == tensor0.dtype and all(r in refs and refs[r].shape == t.shape for refs, t, _ in samples)
+    ]
     dims: list[list[Any]] = []
     for d, value in enumerate(tensor0.shape):
-        candidates = [r for r in whole] + sorted(refs0)
-        chosen = None
-        for ref in candidates:
-            for dd in [d] if ref in whole else range(len(refs0[ref].shape)):
+        chosen: list[Any] | None = None
+        for ref in whole[:1] + ordered:
+            for dd in [d] if whole and ref == whole[0] else range(len(refs0[ref].shape)):
                 if all(
                     ref in refs and dd < len(refs[ref].shape) and d < len(t.shape) and refs[ref].shape[dd] == t.shape[d]
                     for refs, t, _ in samples
@@ -204,6 +215,17 @@ def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool
                     break
             if chosen:
                 break
+        if chosen is None:
+            for ref in ordered:
+                for count in range(2, len(refs0[ref].shape)):
+                    if all(
+                        ref in refs and d < len(t.shape) and _leading_product(refs[ref], count) == t.shape[d]
+                        for refs, t, _ in samples
+                    ):
+                        chosen = ["prod", ref, count]
+                        break
+                if chosen:
+                    break
         if chosen is None:
             common = Counter(t.shape[d] for _, t, _ in samples if d < len(t.shape)).most_common(1)
             chosen = ["lit", common[0][0] if common else value]
@@ -215,6 +237,13 @@ def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool
         "dims": dims,
         "weight": sum(1 for *_, w in samples if w) * 2 > len(samples),
     }
+
+
+def _leading_product(tensor: TensorInfo, count: int) -> int:
+    product = 1
+    for dim in tensor.shape[:count]:
+        product *= dim
+    return product
 
 
 def _attribute_template(samples: list[tuple[GraphView, list[int], dict[str, Any]]]) -> dict[str, list[Any]]:
@@ -246,6 +275,8 @@ def render_tensor(template: dict[str, Any], refs: dict[str, TensorInfo]) -> Tens
     for entry in template["dims"]:
         if entry[0] == "ref" and entry[1] in refs and entry[2] < len(refs[entry[1]].shape):
             dims.append(refs[entry[1]].shape[entry[2]])
+        elif entry[0] == "prod" and entry[1] in refs:
+            dims.append(_leading_product(refs[entry[1]], entry[2]))
         else:
             dims.append(entry[1] if entry[0] == "lit" else -1)
     name_source = template["name"]
@@ -444,12 +475,12 @@ def learn_rules(
                 "attributes": _attribute_template([(v, g, k.attributes) for v, g, k in samples]),
                 "inputs": [
                     _tensor_template(
-                        [(group_refs(v, g), k.inputs[j], k.inputs[j].name in k.weight_names) for v, g, k in samples]
+                        [(group_refs(v, g), k.inputs[j], k.inputs[j].name in k.weight_names) for v, g, k in samples], j
                     )
                     for j in range(len(first_kernel.inputs))
                 ],
                 "outputs": [
-                    _tensor_template([(group_refs(v, g), k.outputs[j], False) for v, g, k in samples])
+                    _tensor_template([(group_refs(v, g), k.outputs[j], False) for v, g, k in samples], j)
                     for j in range(len(first_kernel.outputs))
                 ],
             }

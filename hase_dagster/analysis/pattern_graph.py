@@ -91,7 +91,9 @@ def _light_copy(model: onnx.ModelProto, batch_size: int | None) -> onnx.ModelPro
 
 def _shape_of(value: onnx.ValueInfoProto) -> TensorInfo:
     tensor_type = value.type.tensor_type
+    # No shape at all (unknown rank) reads as one unknown dimension, so it is never taken for a scalar.
     dims = tuple(d.dim_value if d.HasField("dim_value") else -1 for d in tensor_type.shape.dim)
+    dims = dims if tensor_type.HasField("shape") else (-1,)
     dtype = ort_name_of_onnx_type(tensor_type.elem_type) if tensor_type.elem_type else "float"
     return TensorInfo(value.name, dtype, dims)
 

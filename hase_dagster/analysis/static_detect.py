@@ -217,23 +217,26 @@ def detect_in_model(
     return StaticDetection(kernels=kernels, coverage=coverage)
 
 
-def _chain_source(view: GraphView, group: list[int], first: dict[str, Any], refs: dict[str, TensorInfo]) -> str:
-    """The original tensor an inserted chain reads: the one its template names, else the group's
-    outside input with as many elements (ORT's own tensors, e.g. a flattened Gemm output, have
-    no original name)."""
+def _chain_sources(
+    view: GraphView, group: list[int], first: dict[str, Any], refs: dict[str, TensorInfo], used: set[str]
+) -> list[str]:
+    """Original tensors an inserted chain may read: the one its template names, else the group's
+    outside inputs with as many elements (ORT's own tensors, e.g. a flattened Gemm output, have
+    no original name), leaving out those another chain of the same kernel reads."""
     if not first["inputs"]:
-        return ""
+        return []
     wanted = render_tensor(first["inputs"][0], refs)
     if wanted.name in view.producer or wanted.name in view.graph_inputs:
-        return wanted.name
+        return [wanted.name]
     members = set(group)
+    found: list[str] = []
     for node_index in group:
         for name in view.nodes[node_index].input:
             if not name or name in view.constant or view.producer.get(name, (-1, 0))[0] in members:
                 continue
-            if view.tensor(name).numel == wanted.numel:
-                return name
-    return wanted.name
+            if view.tensor(name).numel == wanted.numel and name not in used and name not in found:
+                found.append(name)
+    return found
 
 
 def _inserted(
@@ -255,22 +258,23 @@ def _inserted(
         if not rule["inserts"]:
             continue
         refs = group_refs(view, group)
+        used: set[str] = set()  # tensors this kernel's chains already read: one chain per input
         for slot_text, entry in rule["inserts"].items():
             slot = int(slot_text)
             if slot >= len(kernel.inputs):
                 continue
             best_key, best, name = None, 0, ""
             for chain_key, chain in entry["chains"].items():
-                # The chain reads the tensor its first kernel's input template names.
-                chain_input = _chain_source(view, group, chain["kernels"][0], refs)
-                producer_node = view.producer.get(chain_input, (None, 0))[0]
-                source = qualified(kernel_of_node.get(producer_node)) if producer_node is not None else "input"
-                count = chain["by_producer"].get(source, 0)
-                if count > best and count * 2 >= entry["totals"].get(source, 0):
-                    best_key, best, name = chain_key, count, chain_input
+                for chain_input in _chain_sources(view, group, chain["kernels"][0], refs, used):
+                    producer_node = view.producer.get(chain_input, (None, 0))[0]
+                    source = qualified(kernel_of_node.get(producer_node)) if producer_node is not None else "input"
+                    count = chain["by_producer"].get(source, 0)
+                    if count > best and count * 2 >= entry["totals"].get(source, 0):
+                        best_key, best, name = chain_key, count, chain_input
             if best_key is None or (name, best_key) in done:
                 continue
             done.add((name, best_key))
+            used.add(name)
             for template in entry["chains"][best_key]["kernels"]:
                 inputs = [render_tensor(t, refs) for t in template["inputs"]]
                 added = _make_kernel(
