@@ -34,7 +34,7 @@ import onnx
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.fusion import family_name
 from hase_dagster.analysis.graph import TensorInfo
-from hase_dagster.analysis.pattern_graph import GraphView, Matcher, pattern_key, prepare, signature
+from hase_dagster.analysis.pattern_graph import GraphView, Matcher, input_order, pattern_key, prepare, signature
 from hase_dagster.core.errors import HaseError
 
 FORMAT = "hase.fusion_rules"
@@ -127,7 +127,8 @@ def features(view: GraphView, group: list[int]) -> dict[str, str]:
         node = view.nodes[node_index]
         for name, value in view.attributes(node_index).items():
             out[f"{k}.a.{name}"] = json.dumps(value, sort_keys=True)
-        for slot, name in enumerate(node.input):
+        for slot, actual in enumerate(input_order(view, group, k)):
+            name = node.input[actual]
             if not name:
                 continue
             tensor = view.tensor(name)
@@ -174,7 +175,8 @@ def group_refs(view: GraphView, group: list[int]) -> dict[str, TensorInfo]:
     refs: dict[str, TensorInfo] = {}
     for k, node_index in enumerate(group):
         node = view.nodes[node_index]
-        for slot, name in enumerate(node.input):
+        for slot, actual in enumerate(input_order(view, group, k)):
+            name = node.input[actual]
             if name:
                 refs[f"i.{k}.{slot}"] = view.tensor(name)
         for slot, name in enumerate(node.output):
@@ -401,6 +403,15 @@ def _source_producer(kernel: Kernel, slot: int, producer: dict[str, Kernel]) -> 
     return producer.get(name)
 
 
+def _inside_larger_group(group: list[int], owner: dict[int, int], sizes: list[int]) -> bool:
+    """Whether every node of ``group`` belongs to one teacher group with more nodes."""
+    owners = {owner.get(node, -1) for node in group}
+    if len(owners) != 1:
+        return False
+    (only,) = owners
+    return only >= 0 and sizes[only] > len(group)
+
+
 def learn_rules(
     examples: Iterable[tuple[onnx.ModelProto, list[Kernel]]], ep: str, ort_version: str, device: str
 ) -> FusionRules:
@@ -439,6 +450,17 @@ def learn_rules(
     for (_key, outcome), items in by_rule.items():
         for e, group, _ in items:
             positive_sets[(e, frozenset(group))] = outcome
+    # Which teacher group holds each node: a match strictly inside a larger group is not a
+    # counter-example (detection tries larger patterns first), one that cuts across groups is.
+    group_of_node: list[dict[int, int]] = []
+    group_sizes: list[list[int]] = []
+    for example in prepared:
+        owner: dict[int, int] = {}
+        for g, (group, _) in enumerate(example.groups):
+            for node in group:
+                owner[node] = g
+        group_of_node.append(owner)
+        group_sizes.append([len(group) for group, _ in example.groups])
     matches_by_pattern: dict[str, list[tuple[int, list[int]]]] = {}
     for key, pattern in patterns.items():
         matcher = Matcher(pattern)
@@ -460,6 +482,7 @@ def learn_rules(
             features(prepared[e].view, group)
             for e, group in matches_by_pattern[key]
             if positive_sets.get((e, frozenset(group))) != outcome
+            and not _inside_larger_group(group, group_of_node[e], group_sizes[e])
         ]
         conditions, left = _learn_conditions(positives, negatives)
         kernel_template = None

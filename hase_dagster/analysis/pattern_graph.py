@@ -232,15 +232,38 @@ def prepare(model: onnx.ModelProto, batch_size: int | None = None) -> GraphView:
     )
 
 
+# Ops whose two inputs may be swapped: a pattern lists their inputs in a canonical order (ops of
+# the pattern first), so Add(skip, conv) and Add(conv, skip) are one pattern.
+COMMUTATIVE = frozenset({"Add", "Mul", "Max", "Min", "Sum", "And", "Or", "Equal"})
+
+
+def input_order(view: GraphView, group: list[int], k: int) -> list[int]:
+    """The input slots of the group's ``k``-th op in pattern order (canonical for commutative ops)."""
+    node = view.nodes[group[k]]
+    slots = list(range(len(node.input)))
+    if node.op_type not in COMMUTATIVE or len(slots) != 2 or node.domain:
+        return slots
+    members = {n: i for i, n in enumerate(group)}
+
+    def rank(slot: int) -> tuple[int, int, int]:
+        name = node.input[slot]
+        source = view.producer.get(name)
+        if source is not None and source[0] in members:
+            return (0, members[source[0]], source[1])
+        return (2, 0, 0) if name in view.constant else (1, 0, 0)
+
+    return sorted(slots, key=rank)
+
+
 def signature(view: GraphView, group: list[int]) -> list[dict[str, Any]]:
     """The pattern of ``group`` (node indices, in pattern order)."""
     position = {node: k for k, node in enumerate(group)}
     labels: dict[str, int] = {}
     pattern = []
-    for node_index in group:
+    for k, node_index in enumerate(group):
         node = view.nodes[node_index]
         inputs: list[list[Any]] = []
-        for name in node.input:
+        for name in [node.input[slot] for slot in input_order(view, group, k)]:
             if not name:
                 inputs.append(["none"])
             elif name in view.producer and view.producer[name][0] in position:
@@ -349,16 +372,21 @@ class Matcher:
         new, old, how, slot, other = (self.steps or [])[step_index]
         known = view.nodes[assignment[old]]
         candidates: list[int] = []
+        any_slot = self.pattern[new]["op"] in COMMUTATIVE
         if how == "consumer":
             name = known.output[other] if other < len(known.output) else ""
-            candidates = [c for c, s in view.consumers.get(name, []) if s == slot]
+            candidates = [c for c, s in view.consumers.get(name, []) if s == slot or any_slot]
         elif how == "producer":
-            name = known.input[slot] if slot < len(known.input) else ""
+            known_slots = input_order(view, assignment, old) if self.pattern[old]["op"] in COMMUTATIVE else None
+            actual = known_slots[slot] if known_slots is not None and slot < len(known_slots) else slot
+            name = known.input[actual] if actual < len(known.input) else ""
             if name in view.producer and view.producer[name][1] == other:
                 candidates = [view.producer[name][0]]
         else:
-            name = known.input[other] if other < len(known.input) else ""
-            candidates = [c for c, s in view.consumers.get(name, []) if s == slot]
+            known_slots = input_order(view, assignment, old) if self.pattern[old]["op"] in COMMUTATIVE else None
+            actual = known_slots[other] if known_slots is not None and other < len(known_slots) else other
+            name = known.input[actual] if actual < len(known.input) else ""
+            candidates = [c for c, s in view.consumers.get(name, []) if s == slot or any_slot]
         out = []
         for candidate in candidates:
             if candidate in assignment or not self._fits(view, candidate, new):
