@@ -143,7 +143,11 @@ def test_plan_batches_where_batch_one_cannot_keep_up(tmp_path: Path) -> None:
         "  priority_levels: 2",
         "  default_priority_level: 1",
     ]
-    assert "PRIORITY_MAX" in text and "PRIORITY_MAX" not in (tmp_path / "enc" / "config.pbtxt").read_text()
+    # A CPU plan: CPU instances, and no CUDA stream priority.
+    assert "kind: KIND_CPU" in text and "PRIORITY_MAX" not in text
+    gpu = triton_config(by_name["cnn"], 2, "cuda")
+    assert "kind: KIND_GPU" in gpu and "optimization { priority: PRIORITY_MAX }" in gpu
+    assert "PRIORITY_MAX" not in triton_config(by_name["enc"], 2, "cuda")
 
 
 def test_plan_says_unattainable_when_even_one_run_exceeds_the_slo() -> None:
@@ -155,7 +159,7 @@ def test_plan_says_unattainable_when_even_one_run_exceeds_the_slo() -> None:
 
 def test_triton_config_single_priority_has_no_stream_priority() -> None:
     result = plan(PlanSpec.model_validate({**SPEC, "models": [SPEC["models"][0]]}), TableExecTime(TABLE), 0.5)
-    text = triton_config(result.models[0], 1)
+    text = triton_config(result.models[0], 1, "cuda")
     assert "priority_levels: 1" in text and "optimization" not in text
 
 

@@ -297,13 +297,15 @@ def simulate_configs(
     return pooled
 
 
-def triton_config(model: ModelPlan, priority_levels: int, platform: str = "onnxruntime_onnx") -> str:
+def triton_config(
+    model: ModelPlan, priority_levels: int, device: str = "cuda", platform: str = "onnxruntime_onnx"
+) -> str:
     """The Triton ``config.pbtxt`` (protobuf text format) serving ``model`` as planned.
 
     Triton orders requests by priority inside one model's queue (``priority_levels``,
     ``default_priority_level``: 1 is highest); across models on one GPU the closest knob is the CUDA
     stream priority of the model's instances (``optimization.priority``), set to PRIORITY_MAX for the
-    plan's top priority when there are several levels.
+    plan's top priority when there are several levels on a GPU (``device`` ``cuda``).
     """
     delay_us = int(round(model.max_queue_delay_ms * 1000))
     lines = [
@@ -316,9 +318,9 @@ def triton_config(model: ModelPlan, priority_levels: int, platform: str = "onnxr
         f"  priority_levels: {priority_levels}",
         f"  default_priority_level: {model.priority}",
         "}",
-        "instance_group [ { count: 1, kind: KIND_GPU } ]",
+        f"instance_group [ {{ count: 1, kind: {'KIND_GPU' if device == 'cuda' else 'KIND_CPU'} }} ]",
     ]
-    if priority_levels > 1 and model.priority == 1:
+    if device == "cuda" and priority_levels > 1 and model.priority == 1:
         lines.append("optimization { priority: PRIORITY_MAX }")
     return "\n".join(lines) + "\n"
 
@@ -356,7 +358,7 @@ def write_plan(result: Plan, out_dir: Path) -> list[Path]:
     for model in result.models:
         path = out_dir / model.name / "config.pbtxt"
         path.parent.mkdir(exist_ok=True)
-        path.write_text(triton_config(model, levels))
+        path.write_text(triton_config(model, levels, result.device))
         written.append(path)
     return written
 
