@@ -175,3 +175,18 @@ def test_predictions_report_predicted_peak_memory(capsys: pytest.CaptureFixture)
     assert f"peak memory (predicted): {expected.total_mb:.1f} MB: weights 8.4, live activations 7.3 (peak at n1)" in (
         capsys.readouterr().out
     )
+
+
+def test_memory_command_predicts_and_measures(resnet18_onnx: Path, capsys: pytest.CaptureFixture) -> None:
+    from hase_dagster.orchestration.cli import main
+
+    assert main(["memory", str(resnet18_onnx), "--runs", "2", "--json"]) == 0
+    out = capsys.readouterr().out
+    [row] = json.loads(out[out.index("{\n") :])["models"]  # the document, after any library chatter
+    assert row["weights_bytes"] == pytest.approx(46.8e6, rel=0.01) and row["memory_source"] == "rss"
+    assert row["error_pct"] == pytest.approx((row["predicted_mb"] / row["peak_memory_mb"] - 1) * 100)
+    assert main(["memory", str(resnet18_onnx), "--predict-only"]) == 0
+    out = capsys.readouterr().out
+    assert "predicted" in out and "measured" not in out
+    assert main(["memory", "/nonexistent.onnx"]) == 2
+    assert capsys.readouterr().err.startswith("hase: error: no such ONNX file: /nonexistent.onnx")

@@ -222,6 +222,30 @@ def cmd_device_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_memory(args: argparse.Namespace) -> int:
+    from hase_dagster.measure.memory_study import model_memory
+
+    for path in args.models:
+        if not path.is_file():
+            raise HaseError(f"no such ONNX file: {path}")
+    rows = model_memory(args.models, args.ep, runs=args.runs, measure=not args.predict_only)
+    if args.json:
+        _print_json({"ep": args.ep, "models": rows})
+        return 0
+    for row in rows:
+        measured = (
+            f", measured {row['peak_memory_mb']:.1f} MB ({row['memory_source']}), error {row['error_pct']:+.1f}%"
+            if row.get("peak_memory_mb") is not None
+            else ""
+        )
+        print(
+            f"{row['model']}: predicted {row['predicted_mb']:.1f} MB (weights {row['weights_bytes'] / 1e6:.1f}, "
+            f"activations {row['activation_peak_bytes'] / 1e6:.1f}, workspace {row['workspace_bytes'] / 1e6:.1f})"
+            + measured
+        )
+    return 0
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from hase_dagster.core.config import data_dir
     from hase_dagster.learn.predict_file import parse_load_spec
@@ -576,6 +600,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when the device clock and CUPTI differ by more than this fraction (or by more than 20 us)",
     )
     cupti.set_defaults(handler=cmd_cupti)
+
+    memory = commands.add_parser(
+        "memory", help="peak memory ONNX models hold under ORT: predicted from their kernels, and measured"
+    )
+    memory.add_argument("models", type=Path, nargs="+")
+    memory.add_argument("--ep", choices=["cpu", "cuda"], default="cpu")
+    memory.add_argument("--runs", type=_positive_int, default=5, help="timed runs of each model's session")
+    memory.add_argument("--predict-only", action="store_true", help="predict without running the models")
+    memory.add_argument("--json", action="store_true")
+    memory.set_defaults(handler=cmd_memory)
 
     device = commands.add_parser(
         "device-profile",
