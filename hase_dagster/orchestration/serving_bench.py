@@ -163,7 +163,12 @@ def serve_bench(spec: PlanSpec, settings: BenchSettings, out_dir: Path, data_roo
         from prometheus_client import start_http_server
 
         assert settings.metrics_port is not None
-        server, _ = start_http_server(settings.metrics_port, addr="127.0.0.1", registry=metrics.registry)
+        try:
+            server, _ = start_http_server(settings.metrics_port, addr="127.0.0.1", registry=metrics.registry)
+        except OSError as exc:
+            raise HaseError(
+                f"cannot serve metrics on 127.0.0.1:{settings.metrics_port}: {exc.strerror or exc}"
+            ) from None
         for model in spec.models:
             metrics.slo.labels(model=model.name).set(model.slo_ms)
     try:

@@ -107,7 +107,13 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
         seed=args.seed,
         metrics_port=args.metrics_port,
     )
-    runs = serve_bench(spec, settings, args.out, data_dir(), _prometheus_url(args))
+    try:
+        runs = serve_bench(spec, settings, args.out, data_dir(), _prometheus_url(args))
+    except KeyboardInterrupt:
+        # The stressor and the metrics server are stopped on the way out; finished runs are kept.
+        raise HaseError(
+            f"interrupted: the runs finished so far are in {args.out / 'runs.jsonl'}; run again to resume"
+        ) from None
     print(f"runs: {runs}")
     return 0
 
