@@ -9,6 +9,8 @@
 #              peak, launch latency, ORT's per-run overhead on the CUDA EP
 #   triton     Hase's autotuned Triton GEMM against cuBLAS (autotuning and compiles included)
 #   timeslice  the probe's timeline alone, beside a spinning second process, beside the stressor
+#   memory     issue 15 B: `hase memory --ep cuda` (predicted vs measured peak) on resnet50,
+#              mobilenet_v2 and efficientnet_b0 at batch 1 and 32 (exported here; needs torchvision)
 # Settings (environment): PY (python3; .venv/bin/python rehearses on a dev machine), OUT (/tmp/out),
 # STATE (/tmp/hase-device), QUICK=1 (--quick sizes everywhere). Needs torch (with triton), numpy,
 # pandas, matplotlib, nvidia-ml-py, onnx and onnxruntime-gpu (the lead's wheels at /tmp/site).
@@ -27,6 +29,8 @@ quick=()
 mkdir -p "$OUT" "$STATE/steps"
 
 hase() { "$PY" -m hase_dagster.orchestration.cli "$@"; }
+export PY
+export -f hase  # for the step that runs in `bash -c`
 # step NAME ESTIMATE_S COMMAND...: run unless done; skip it (and every later step) when fewer than
 # ESTIMATE_S seconds are left. A failed step is reported and retried by the next call.
 out_of_time=0
@@ -51,6 +55,10 @@ if "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
   step core 90 hase device-profile --device cuda "${quick[@]}" --steps gemm,timer_check,bandwidth,launch,ort --out "$STATE/core"
   step triton 150 hase device-profile --device cuda "${quick[@]}" --steps triton --out "$STATE/triton"
   step timeslice 60 hase device-profile --device cuda "${quick[@]}" --steps timeslice --out "$STATE/timeslice"
+  # Issue 15 B on the GPU: predicted against measured peak memory (NVML per process, else
+  # cudaMemGetInfo) of a few zoo models at batch 1 and 32 on the CUDA EP.
+  step memory 100 bash -c '"$PY" results/device/export_models.py "$1/models" 1,32 resnet50,mobilenet_v2,efficientnet_b0 \
+    && hase memory "$1"/models/*.onnx --ep cuda --json > "$1/memory_cuda.json"' _ "$STATE"
   parts=()
   for part in core triton timeslice; do [ -e "$STATE/$part/device_profile.json" ] && parts+=("$STATE/$part"); done
   if (( ${#parts[@]} )); then
@@ -66,6 +74,7 @@ rm -rf "$OUT/device" && mkdir -p "$OUT/device"
 for part in cpu gpu; do
   [ -d "$STATE/$part" ] && cp -r "$STATE/$part" "$OUT/device/"
 done
+[ -e "$STATE/memory_cuda.json" ] && cp "$STATE/memory_cuda.json" "$OUT/device/"
 cat "$STATE"/steps/*.log > "$OUT/device/steps.log" 2>/dev/null
 tar -C "$OUT" -czf "$OUT/device-profile.tar.gz" device
 for part in cpu gpu; do
