@@ -148,8 +148,8 @@ def test_gpu_report_has_every_section_and_judges_the_bar(tmp_path: Path) -> None
     text = write_report(document, tmp_path).read_text()
     for section in ("## Hase's Triton GEMM", "## The event timer against CUPTI", "## Time slices", "failed"):
         assert section in text
-    assert "small (<= 1024): worst 80% of cuBLAS" in text and "bar is 70%: met" in text
-    assert "large (> 1024): worst 10% of cuBLAS" in text and "bar is 15%: NOT met" in text
+    assert "- fp16 small (<= 1024): worst 80% of cuBLAS (square 256x256x256); the bar is 70%: met" in text
+    assert "- fp16 large (> 1024): worst 10% of cuBLAS (skinny 256x4096x4096); the bar is 15%: NOT met" in text
     for plot in ("gemm_tflops.png", "triton_vs_cublas.png", "bandwidth.png", "timeslice.png"):
         assert (tmp_path / plot).stat().st_size > 1000, plot
 

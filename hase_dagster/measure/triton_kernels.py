@@ -27,6 +27,8 @@ _HALF_CONFIGS = [
     (64, 64, 64, 8, 4, 4),
     (32, 64, 64, 8, 4, 4),
     (64, 32, 128, 8, 4, 3),
+    # Small problems (256-512): many small programs, two warps each, to spread over the SMs.
+    (32, 32, 64, 8, 2, 4),
 ]
 _FLOAT_CONFIGS = [
     (128, 128, 32, 8, 8, 3),
