@@ -245,3 +245,13 @@ def test_serving_plan_asset_writes_a_plan_per_stress_level(test_config: Path, tm
         assert (folder / "enc" / "config.pbtxt").read_text().startswith('name: "enc"')
     (check,) = result.get_asset_check_evaluations()
     assert check.passed
+
+
+def test_empirical_batch_times_take_the_nearest_batch_and_scale_beyond_the_largest() -> None:
+    from hase_dagster.learn.serving_sim import EmpiricalServiceTime
+
+    service = EmpiricalServiceTime({"m": {1: [2.0], 4: [5.0]}})
+    rng = np.random.default_rng(0)
+    assert [service.sample("m", b, rng) for b in (1, 2, 3, 4, 8)] == [2.0, 2.0, 5.0, 5.0, 10.0]
+    with pytest.raises(HaseError, match="no measured batch times for other"):
+        service.sample("other", 1, rng)

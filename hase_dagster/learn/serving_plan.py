@@ -24,7 +24,15 @@ import numpy as np
 
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.serving_spec import BatchingConfig, PlanSpec, ServedModel
-from hase_dagster.learn.serving_sim import IDLE_LOAD, ExecTime, ModelOutcome, ServiceTime, SimModel, simulate
+from hase_dagster.learn.serving_sim import (
+    IDLE_LOAD,
+    EmpiricalServiceTime,
+    ExecTime,
+    ModelOutcome,
+    ServiceTime,
+    SimModel,
+    simulate,
+)
 
 # At most this many simulated requests per candidate (all models together) and for the final figures.
 SEARCH_REQUESTS = 6000
@@ -277,6 +285,19 @@ def simulate_configs(
     run of ``seconds`` of arrivals, with ``drain_s`` to finish (default: the planner's), should see,
     pooled over ``repeats`` independent runs (a short overloaded run's tail depends on its length)."""
     service = ServiceTime(exec_time, spec.load, share, spec.cotenant.slice_ms)
+    return simulate_service(spec, configs, service, seconds, seed, drain_s, repeats)
+
+
+def simulate_service(
+    spec: PlanSpec,
+    configs: dict[str, BatchingConfig],
+    service: ServiceTime | EmpiricalServiceTime,
+    seconds: float,
+    seed: int,
+    drain_s: float | None = None,
+    repeats: int = 1,
+) -> dict[str, dict]:
+    """:func:`simulate_configs` with the batch times' source given (e.g. measured ones)."""
     drain = max(2.0, seconds / 10) if drain_s is None else drain_s
     runs = [
         simulate(_sim_models(spec), configs, service, seconds, seed=seed + 7919 * i, drain_s=drain)

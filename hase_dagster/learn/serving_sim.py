@@ -92,6 +92,25 @@ class ServiceTime:
         return stretch * run + wait
 
 
+@dataclass(frozen=True)
+class EmpiricalServiceTime:
+    """Batch times drawn from measured ones (``samples[model][batch]``, ms), for checking the queueing
+    model alone against a measured run. A batch size never seen takes the nearest seen one's times,
+    scaled by the ratio of the batch sizes above the largest seen."""
+
+    samples: dict[str, dict[int, list[float]]]
+
+    def sample(self, model: str, batch: int, rng: np.random.Generator) -> float:
+        """One run's time (ms)."""
+        by_batch = self.samples.get(model)
+        if not by_batch:
+            raise HaseError(f"no measured batch times for {model}")
+        nearest = batch if batch in by_batch else min(by_batch, key=lambda b: (abs(b - batch), b))
+        times = by_batch[nearest]
+        scale = batch / nearest if batch > max(by_batch) else 1.0
+        return scale * times[int(rng.integers(len(times)))]
+
+
 @dataclass
 class ModelOutcome:
     """What one model's requests saw."""
@@ -166,7 +185,7 @@ def poisson_arrivals(rate_per_s: float, duration_s: float, rng: np.random.Genera
 def simulate(
     models: Sequence[SimModel],
     configs: dict[str, BatchingConfig],
-    service: ServiceTime,
+    service: ServiceTime | EmpiricalServiceTime,
     duration_s: float,
     seed: int = 0,
     drain_s: float = 2.0,

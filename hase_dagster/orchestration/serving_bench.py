@@ -26,8 +26,15 @@ import numpy as np
 
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.serving_spec import BatchingConfig, PlanSpec
-from hase_dagster.learn.serving_plan import TableExecTime, exec_time_for, fixed_configs, plan, simulate_configs
-from hase_dagster.learn.serving_sim import IDLE_LOAD, ModelOutcome
+from hase_dagster.learn.serving_plan import (
+    TableExecTime,
+    exec_time_for,
+    fixed_configs,
+    plan,
+    simulate_configs,
+    simulate_service,
+)
+from hase_dagster.learn.serving_sim import EmpiricalServiceTime, ModelOutcome
 
 CONFIG_KINDS = ("planner", "batch1", "triton-default", "grid")
 
@@ -86,17 +93,22 @@ def measured_summary(spec: PlanSpec, records: list, duration_s: float) -> dict[s
     return out
 
 
-def measured_exec_table(records: list) -> dict[str, dict[int, tuple[float, float]]]:
-    """(mean, p90) run time per model and batch size of the batches a run served."""
+def measured_batch_times(records: list) -> dict[str, dict[int, list[float]]]:
+    """The run time (ms) of every batch a run served, per model and batch size."""
     runs: dict[str, dict[int, list[float]]] = {}
     seen: set[tuple[str, float]] = set()
     for r in records:
         if math.isfinite(r.done_ms) and (r.model, r.start_ms) not in seen:
             seen.add((r.model, r.start_ms))
             runs.setdefault(r.model, {}).setdefault(r.batch, []).append(r.done_ms - r.start_ms)
+    return runs
+
+
+def measured_exec_table(records: list) -> dict[str, dict[int, tuple[float, float]]]:
+    """(mean, p90) run time per model and batch size of the batches a run served."""
     return {
         model: {b: (float(np.mean(t)), float(np.percentile(t, 90))) for b, t in sorted(by_batch.items())}
-        for model, by_batch in runs.items()
+        for model, by_batch in measured_batch_times(records).items()
     }
 
 
@@ -208,14 +220,13 @@ def serve_bench(spec: PlanSpec, settings: BenchSettings, out_dir: Path, data_roo
                         "repeats": _repeats(spec_s, settings),
                     }
                     simulated = simulate_configs(spec_s, configs, exec_time, share, seed=seed, **sim)
-                    # The same simulation fed the run's own batch times instead of the predictions: what
-                    # is left of its error is the queueing model's, not the predictor's.
+                    # The same simulation drawing the run's own batch times instead of the predictions:
+                    # what is left of its error is the queueing model's, not the predictor's.
                     measured_exec = measured_exec_table(records)
+                    batch_times = measured_batch_times(records)
                     simulated_measured_exec = (
-                        simulate_configs(
-                            spec_s, configs, TableExecTime({IDLE_LOAD: measured_exec}), 0.0, seed=seed, **sim
-                        )
-                        if set(measured_exec) == set(configs)
+                        simulate_service(spec_s, configs, EmpiricalServiceTime(batch_times), seed=seed, **sim)
+                        if set(batch_times) == set(configs)
                         else None
                     )
                     line = {
