@@ -148,8 +148,9 @@ def _learn_conditions(positives: list[dict[str, str]], negatives: list[dict[str,
     shared = {
         key: value for key, value in positives[0].items() if all(p.get(key, "<absent>") == value for p in positives)
     }
-    conditions: dict[str, str] = {}
-    left = list(negatives)
+    # Kernel templates are learned per rank, so every rank all positives share is a condition.
+    conditions: dict[str, str] = {key: shared.pop(key) for key in list(shared) if key.split(".")[1] == "rank"}
+    left = [n for n in negatives if conditions_hold(conditions, n)]
     while left:
         best_key, best_excluded = None, 0
         for key, value in sorted(shared.items(), key=lambda kv: (FEATURE_PREFERENCE.index(kv[0].split(".")[1]), kv[0])):
@@ -219,7 +220,8 @@ def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool
                 break
         if chosen is None:
             for ref in ordered:
-                for count in range(2, len(refs0[ref].shape)):
+                # All but the last dimension first (a MatMul's batch dims whatever its rank), then fixed counts.
+                for count in [-1, *range(2, len(refs0[ref].shape))]:
                     if all(
                         ref in refs and d < len(t.shape) and _leading_product(refs[ref], count) == t.shape[d]
                         for refs, t, _ in samples
@@ -242,6 +244,9 @@ def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool
 
 
 def _leading_product(tensor: TensorInfo, count: int) -> int:
+    """Product of the first ``count`` dimensions (all but the last when ``count`` is -1)."""
+    if count < 0 and len(tensor.shape) < 2:
+        return -1
     product = 1
     for dim in tensor.shape[:count]:
         product *= dim

@@ -89,6 +89,14 @@ def _make_kernel(
     )
 
 
+def _renders(template: dict[str, Any], refs: dict[str, TensorInfo]) -> bool:
+    """Whether every dimension of the template's tensors resolves on this match."""
+    return all(
+        all(d >= 0 for d in render_tensor(t, refs).shape) and len(render_tensor(t, refs).shape) == len(t["dims"])
+        for t in template["inputs"] + template["outputs"]
+    )
+
+
 def _select(view: GraphView, rules: FusionRules) -> list[tuple[dict[str, Any], list[int]]]:
     """Rule matches that hold their conditions, largest patterns (then surest rules) first,
     without overlap."""
@@ -104,6 +112,8 @@ def _select(view: GraphView, rules: FusionRules) -> list[tuple[dict[str, Any], l
             seen.add(frozen)
             if rule["conditions"] and not conditions_hold(rule["conditions"], features(view, group)):
                 continue
+            if rule["kernel"] is not None and not _renders(rule["kernel"], group_refs(view, group)):
+                continue  # learned on other ranks: its kernel's shapes cannot be read off this match
             rank = (-len(group), -rule["precision"], -rule["positives"], min(group))
             candidates.append((rank, rule, group))
     candidates.sort(key=lambda c: c[0])
