@@ -12,7 +12,12 @@ import pytest
 
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.graph import TensorInfo
-from hase_dagster.analysis.peak_memory import CUBLAS_WORKSPACE_BYTES, SESSION_BYTES, predict_peak_memory
+from hase_dagster.analysis.peak_memory import (
+    ARENA_OVERHEAD,
+    CUBLAS_WORKSPACE_BYTES,
+    SESSION_BYTES,
+    predict_peak_memory,
+)
 from hase_dagster.learn.memory_evaluation import evaluate_memory
 from hase_dagster.learn.predict import Composition, predict_model_under
 from hase_dagster.measure.benchmark import BenchmarkTarget, run_benchmarks
@@ -63,7 +68,8 @@ def test_peak_follows_tensor_lifetimes_and_counts_shared_weights_once() -> None:
     # Live per step: 0: x+a = 5; 1: x+a+b = 7; 2: x+b+b2 = 5; 3: x+b2+c = 4 -> peak 7 MiB at order 1.
     assert peak.activation_peak_bytes == 7 * MIB and peak.peak_at_order == 1 and peak.peak_node == "n1"
     assert peak.workspace_bytes == 0 and peak.session_bytes == SESSION_BYTES["cpu"]
-    assert peak.total_bytes == 15 * MIB + SESSION_BYTES["cpu"]
+    assert peak.arena_bytes == int(ARENA_OVERHEAD["cpu"] * 7 * MIB)
+    assert peak.total_bytes == 15 * MIB + SESSION_BYTES["cpu"] + peak.arena_bytes
 
 
 def test_cuda_adds_a_workspace_from_the_largest_kernel() -> None:

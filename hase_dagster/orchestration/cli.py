@@ -240,8 +240,8 @@ def cmd_memory(args: argparse.Namespace) -> int:
         )
         print(
             f"{row['model']}: predicted {row['predicted_mb']:.1f} MB (weights {row['weights_bytes'] / 1e6:.1f}, "
-            f"activations {row['activation_peak_bytes'] / 1e6:.1f}, workspace {row['workspace_bytes'] / 1e6:.1f})"
-            + measured
+            f"activations {row['activation_peak_bytes'] / 1e6:.1f}, workspace {row['workspace_bytes'] / 1e6:.1f}, "
+            f"arena {row['arena_bytes'] / 1e6:.1f})" + measured
         )
     return 0
 
@@ -380,7 +380,8 @@ def _print_prediction(prediction: Any, top: int) -> None:
         print(
             f"  peak memory (predicted): {memory['total_mb']:.1f} MB: weights {memory['weights_bytes'] / 1e6:.1f}, "
             f"live activations {memory['activation_peak_bytes'] / 1e6:.1f} (peak at {memory['peak_node']}), "
-            f"workspace {memory['workspace_bytes'] / 1e6:.1f}, session {memory['session_bytes'] / 1e6:.1f}"
+            f"workspace {memory['workspace_bytes'] / 1e6:.1f}, session {memory['session_bytes'] / 1e6:.1f}, "
+            f"arena {memory['arena_bytes'] / 1e6:.1f}"
         )
     for warning in prediction.warnings:
         print(f"  warning: {warning}")
