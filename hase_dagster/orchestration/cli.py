@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -745,7 +748,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return handler(args)
+        with _sigterm_as_interrupt():
+            return handler(args)
+    except KeyboardInterrupt:  # one Ctrl-C or SIGTERM: the command's cleanups ran on the way out
+        print("hase: error: interrupted: stopped before the command finished", file=sys.stderr)
+        return 2
     except HaseError as exc:
         print(f"hase: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
@@ -753,6 +760,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or exc.title}: {e['msg']}" for e in exc.errors())
         print(f"hase: error: invalid options for {exc.title}: {_one_line(problems)}", file=sys.stderr)
         return 2
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so both run the command's cleanups (stressor,
+    sessions, DuckDB connections) and end in one error line; the previous handler is restored after.
+    Only the main thread can set handlers: elsewhere this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _one_line(message: str) -> str:
