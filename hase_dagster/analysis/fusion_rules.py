@@ -148,9 +148,8 @@ def _learn_conditions(positives: list[dict[str, str]], negatives: list[dict[str,
     shared = {
         key: value for key, value in positives[0].items() if all(p.get(key, "<absent>") == value for p in positives)
     }
-    # Kernel templates are learned per rank, so every rank all positives share is a condition.
-    conditions: dict[str, str] = {key: shared.pop(key) for key in list(shared) if key.split(".")[1] == "rank"}
-    left = [n for n in negatives if conditions_hold(conditions, n)]
+    conditions: dict[str, str] = {}
+    left = list(negatives)
     while left:
         best_key, best_excluded = None, 0
         for key, value in sorted(shared.items(), key=lambda kv: (FEATURE_PREFERENCE.index(kv[0].split(".")[1]), kv[0])):
@@ -237,6 +236,8 @@ def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool
     dtypes = Counter(t.dtype for _, t, _ in samples)
     return {
         "name": ["ref", whole[0]] if whole else ["lit", tensor0.name],
+        # The same shape as a matched tensor in every sample: taken whole, so it holds at any rank.
+        "shape_of": whole[0] if whole else None,
         "dtype": dtypes.most_common(1)[0][0],
         "dims": dims,
         "weight": sum(1 for *_, w in samples if w) * 2 > len(samples),
@@ -278,6 +279,9 @@ def _attribute_template(samples: list[tuple[GraphView, list[int], dict[str, Any]
 
 
 def render_tensor(template: dict[str, Any], refs: dict[str, TensorInfo]) -> TensorInfo:
+    if template.get("shape_of") in refs:
+        whole = refs[template["shape_of"]]
+        return TensorInfo(whole.name, template["dtype"], whole.shape)
     dims = []
     for entry in template["dims"]:
         if entry[0] == "ref" and entry[1] in refs and entry[2] < len(refs[entry[1]].shape):

@@ -91,10 +91,7 @@ def _make_kernel(
 
 def _renders(template: dict[str, Any], refs: dict[str, TensorInfo]) -> bool:
     """Whether every dimension of the template's tensors resolves on this match."""
-    return all(
-        all(d >= 0 for d in render_tensor(t, refs).shape) and len(render_tensor(t, refs).shape) == len(t["dims"])
-        for t in template["inputs"] + template["outputs"]
-    )
+    return all(all(d >= 0 for d in render_tensor(t, refs).shape) for t in template["inputs"] + template["outputs"])
 
 
 def _select(view: GraphView, rules: FusionRules) -> list[tuple[dict[str, Any], list[int]]]:
