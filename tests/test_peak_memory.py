@@ -196,3 +196,57 @@ def test_memory_command_predicts_and_measures(resnet18_onnx: Path, capsys: pytes
     assert "predicted" in out and "measured" not in out
     assert main(["memory", "/nonexistent.onnx"]) == 2
     assert capsys.readouterr().err.startswith("hase: error: no such ONNX file: /nonexistent.onnx")
+
+
+class _Prediction:
+    def __init__(self, ep: str, peak_mb: float) -> None:
+        self.ep, self.predicted_peak_memory_mb, self.warnings = ep, peak_mb, []
+
+
+def test_a_model_larger_than_the_free_host_memory_is_warned_about() -> None:
+    from hase_dagster.learn.memory_fit import add_fit_warnings
+
+    huge, small = _Prediction("cpu", 1e9), _Prediction("cpu", 1.0)
+    add_fit_warnings([huge, small], "cpu", None)
+    assert small.warnings == [] and len(huge.warnings) == 1
+    assert (
+        "predicted peak memory 1000000000 MB exceeds the" in huge.warnings[0]
+        and "host available memory" in (huge.warnings[0])
+    )
+
+
+def test_the_gpu_free_frame_buffer_comes_from_prometheus() -> None:
+    """A Prometheus-API server on loopback answers DCGM_FI_DEV_FB_FREE = 100 MiB."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from hase_dagster.learn.memory_fit import add_fit_warnings
+
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = {
+                "status": "success",
+                "data": {"resultType": "vector", "result": [{"metric": {}, "value": [0, "100"]}]},
+            }
+            data = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        fits, too_big = _Prediction("cuda", 100.0), _Prediction("cuda", 200.0)
+        add_fit_warnings([fits, too_big], "cuda", f"http://127.0.0.1:{server.server_port}")
+    finally:
+        server.shutdown()
+    assert fits.warnings == []  # 100 MiB = 104.9 MB free
+    assert too_big.warnings == [
+        "predicted peak memory 200 MB exceeds the 105 MB free now on cuda (Prometheus DCGM_FI_DEV_FB_FREE): "
+        "the model may not fit beside what already runs there"
+    ]

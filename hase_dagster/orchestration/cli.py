@@ -271,6 +271,11 @@ def cmd_predict(args: argparse.Namespace) -> int:
         config = load_config()
         ep = args.ep or "cpu"
         predictions = predict_sweep(args.model, args.batch_size, loads, ep, data_dir(), config.prometheus_url)
+    from hase_dagster.core.config import load_config
+    from hase_dagster.learn.memory_fit import add_fit_warnings
+
+    for device in sorted({p.ep for p in predictions}):  # warn where the predicted peak exceeds what is free now
+        add_fit_warnings([p for p in predictions if p.ep == device], device, load_config().prometheus_url)
     if args.json:
         # One question keeps the single-prediction object; several give them in a list.
         if len(predictions) == 1:
