@@ -208,9 +208,15 @@ def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool
     for d, value in enumerate(tensor0.shape):
         chosen: list[Any] | None = None
         for ref in whole[:1] + ordered:
-            for dd in [d] if whole and ref == whole[0] else range(len(refs0[ref].shape)):
+            rank = len(refs0[ref].shape)
+            # The first dimension, then from the last one back: feature dims keep their place
+            # from the end when another model has more or fewer leading dims.
+            for dd in [d] if whole and ref == whole[0] else [0, *range(-1, -rank, -1)][:rank]:
                 if all(
-                    ref in refs and dd < len(refs[ref].shape) and d < len(t.shape) and refs[ref].shape[dd] == t.shape[d]
+                    ref in refs
+                    and -len(refs[ref].shape) <= dd < len(refs[ref].shape)
+                    and d < len(t.shape)
+                    and refs[ref].shape[dd] == t.shape[d]
                     for refs, t, _ in samples
                 ):
                     chosen = ["ref", ref, dd]
@@ -284,7 +290,11 @@ def render_tensor(template: dict[str, Any], refs: dict[str, TensorInfo]) -> Tens
         return TensorInfo(whole.name, template["dtype"], whole.shape)
     dims = []
     for entry in template["dims"]:
-        if entry[0] == "ref" and entry[1] in refs and entry[2] < len(refs[entry[1]].shape):
+        if (
+            entry[0] == "ref"
+            and entry[1] in refs
+            and -len(refs[entry[1]].shape) <= entry[2] < len(refs[entry[1]].shape)
+        ):
             dims.append(refs[entry[1]].shape[entry[2]])
         elif entry[0] == "prod" and entry[1] in refs:
             dims.append(_leading_product(refs[entry[1]], entry[2]))

@@ -276,7 +276,11 @@ def _inserted(
                     producer_node = view.producer.get(chain_input, (None, 0))[0]
                     source = qualified(kernel_of_node.get(producer_node)) if producer_node is not None else "input"
                     count = chain["by_producer"].get(source, 0)
-                    if count > best and count * 2 >= entry["totals"].get(source, 0):
+                    total = entry["totals"].get(source, 0)
+                    if source not in entry["totals"]:
+                        # A producer kind the teacher never showed here: go by all producers.
+                        count, total = sum(chain["by_producer"].values()), sum(entry["totals"].values())
+                    if count > best and count * 2 >= total:
                         best_key, best, name = chain_key, count, chain_input
             if best_key is None or (name, best_key) in done:
                 continue
