@@ -32,7 +32,6 @@ import math
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +52,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from hase_dagster.analysis.fusion_rules import FusionRules
+    from hase_dagster.learn.predict_file import BatchedModel
     from warehouse.store import Warehouse
 
 BUNDLE_FORMAT = "hase-predictor-bundle"
@@ -115,6 +115,8 @@ class Bundle:
     predictor: Predictor
     rules: FusionRules | None = None
     _kernel_cache: dict[tuple[str, int], tuple[list[Kernel], dict[str, Any]]] = field(default_factory=dict)
+    # Models read for detection, by resolved path: a sweep over batch sizes reads each file once.
+    _models: dict[str, BatchedModel] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -178,12 +180,13 @@ class Bundle:
             )
         key = (str(path.resolve()), batch_size)
         if key not in self._kernel_cache:
-            from hase_dagster.analysis.static_detect import detect_kernels
-            from hase_dagster.learn.predict_file import with_batch_size
+            from hase_dagster.analysis.static_detect import detect_in_model
+            from hase_dagster.learn.predict_file import BatchedModel
 
-            with tempfile.TemporaryDirectory() as tmp:
-                model_path = with_batch_size(path, batch_size, Path(tmp))
-                detection = detect_kernels(model_path, self.rules, variant_id=path.stem)
+            model = self._models.get(key[0])
+            if model is None:
+                model = self._models[key[0]] = BatchedModel.load(path)
+            detection = detect_in_model(model.at(batch_size), self.rules, path.stem)
             self._kernel_cache[key] = (detection.kernels, dict(detection.coverage))
         return self._kernel_cache[key]
 
@@ -225,11 +228,10 @@ class Bundle:
                     prediction.predictor = summary
                     prediction.kernel_source = "static"
                     prediction.detection_coverage = coverage
-                    uncovered = coverage.get("uncovered_ops") or coverage.get("unfused_ops")
-                    if uncovered:
+                    if coverage.get("uncovered_ops"):
                         prediction.warnings.append(
-                            f"static detection: no fusion rule covers {uncovered} op(s); they are kept as unfused "
-                            "kernels (see detection_coverage)"
+                            f"static detection: no fusion rule covers {coverage['uncovered_ops']} op(s) "
+                            f"({coverage.get('uncovered_patterns', {})}); each is kept as an unfused kernel"
                         )
                     out.append(prediction)
         return out

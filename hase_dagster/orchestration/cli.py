@@ -249,6 +249,19 @@ def cmd_memory(args: argparse.Namespace) -> int:
     return 0
 
 
+def _require_cuda(why: str) -> None:
+    """Refuse, before any predictor or warehouse is read, what needs CUDA where it does not run (the
+    commands said "no trained predictor" there, which sent users the wrong way).
+
+    Raises:
+        HaseError: naming ``why`` and that CUDA does not run here.
+    """
+    from hase_dagster.core.ort_runtime import cuda_is_usable
+
+    if not cuda_is_usable():
+        raise HaseError(f"CUDA does not run on this machine (no GPU, driver or CUDA libraries): {why}")
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from hase_dagster.core.config import data_dir
     from hase_dagster.learn.predict_file import parse_load_spec
@@ -270,6 +283,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
         config = load_config()
         ep = args.ep or "cpu"
+        if ep == "cuda":
+            _require_cuda("hase predict --ep cuda analyses the model on the CUDA EP; predict with --predictor BUNDLE")
         predictions = predict_sweep(args.model, args.batch_size, loads, ep, data_dir(), config.prometheus_url)
     from hase_dagster.core.config import load_config
     from hase_dagster.learn.memory_fit import add_fit_warnings
@@ -380,6 +395,13 @@ def _print_prediction(prediction: Any, top: int) -> None:
         f"  coverage: {coverage['covered']}/{coverage['kernels']} kernels have a trained family"
         + (f"; FALLBACK for {coverage['fallback']}: {coverage['fallback_families']}" if coverage["fallback"] else "")
     )
+    if prediction.predictor is not None:
+        bundle = prediction.predictor
+        detected = {k: v for k, v in (prediction.detection_coverage or {}).items() if isinstance(v, int | float | str)}
+        print(
+            f"  bundle {bundle['name']} ({bundle['device']}, ORT {bundle['ort_version']}, {bundle['precision']}); "
+            f"kernels by {prediction.kernel_source} detection" + (f": {detected}" if detected else "")
+        )
     for kernel in sorted(prediction.kernels, key=lambda k: -k.mean_ms)[:top]:
         mark = "  [fallback]" if kernel.fallback else ""
         print(f"    {kernel.order:>4} {kernel.family[:40]:<40} {kernel.mean_ms:9.4f} ms{mark}")
@@ -405,6 +427,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise HaseError(f"no .onnx files in {args.path}")
     config = load_config()
     profile = select_profile(config, args.profile)
+    if profile.device == "cuda":
+        _require_cuda(f"hase evaluate measures on the profile's device (profile {profile.name!r}: cuda)")
     report = evaluate_files(paths, profile, args.stress_level or config.stress_levels, data_dir())
     if args.json:
         _print_json(report)
