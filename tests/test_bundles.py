@@ -10,12 +10,16 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
+from hase_dagster.analysis.fusion_rules import FusionRules
+from hase_dagster.analysis.static_detect import detect_in_model
 from hase_dagster.core.errors import HaseError
 from hase_dagster.learn import bundles
 from hase_dagster.learn.bundles import BUNDLE_FILE, export_bundle, read_bundle
 from hase_dagster.learn.predict import predict_model
+from hase_dagster.learn.predict_file import BatchedModel
 from hase_dagster.learn.reports import import_tables
 from hase_dagster.learn.training import Predictor, kernels_by_variant, load_at_level, train_predictor
 from hase_dagster.orchestration.cli import main
@@ -30,9 +34,9 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Predictor
     root = tmp_path_factory.mktemp("bundle")
     store = import_tables(CPU_TABLES, root / "tables.duckdb")
     predictor = train_predictor(store, "cpu", kind="xgboost")
-    folder = export_bundle(
-        store, "cpu", predictor, root / "cpu-test", "cpu-test", bundles.bundle_rules_path(root, "cpu")
-    )
+    # Rules without a single pattern: every op stays its own kernel (the plumbing is what is tested here).
+    rules = FusionRules("cpu", bundles.installed_ort_version(), "test", []).save(root / "rules.json")
+    folder = export_bundle(store, "cpu", predictor, root / "cpu-test", "cpu-test", rules)
     return store, predictor, folder
 
 
@@ -260,3 +264,47 @@ def test_the_bundle_path_imports_neither_pandas_nor_xgboost_nor_dagster(
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_predict_with_a_bundle_detects_kernels_statically_and_predicts_as_its_predictor(
+    trained: tuple[object, Predictor, Path],
+    resnet18_onnx: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`hase predict --predictor` answers every (batch, load) with the kernels static detection finds,
+    and each answer is what the bundle's source predictor says for those kernels."""
+    _, predictor, folder = trained
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    dynamic = tmp_path / "resnet18_dynamic.onnx"
+    model = onnx.load(str(resnet18_onnx))
+    for value in (*model.graph.input, *model.graph.output):
+        value.type.tensor_type.shape.dim[0].dim_param = "batch"
+    onnx.save(model, str(dynamic))
+    args = ["predict", str(dynamic), "--predictor", str(folder), "--batch-size", "1,4", "--load", "idle,level=0.5"]
+    assert main([*args, "--json"]) == 0
+    predictions = json.loads(capsys.readouterr().out)["predictions"]
+    assert [(p["batch_size"], p["load_source"][:10]) for p in predictions] == [
+        (b, s) for b in (1, 4) for s in ("idle (back", "level=0.50")
+    ]
+    rules = FusionRules.load(folder / "fusion_rules.json")
+    bundle = read_bundle(folder)
+    batched = BatchedModel.load(dynamic)
+    for p in predictions:
+        assert p["kernel_source"] == "static" and p["predictor"]["name"] == "cpu-test" and p["ep"] == "cpu"
+        assert p["detection_coverage"]["uncovered_ops"] > 0 and any("no fusion rule" in w for w in p["warnings"])
+        kernels = detect_in_model(batched.at(p["batch_size"]), rules, dynamic.stem).kernels
+        assert len(kernels) == p["coverage"]["kernels"]
+        load = bundle.load_for("idle" if p["load_source"].startswith("idle") else "level=0.5")[0]
+        expected = predict_model(p["model"], kernels, predictor.regressor, predictor.composition, load, "", 1)
+        assert p["predicted_ms"] == pytest.approx(expected.predicted_ms, rel=1e-5)
+    # Batch 4 costs more than batch 1, and load more than idle, on the CPU.
+    assert predictions[2]["predicted_ms"] > predictions[0]["predicted_ms"] < predictions[1]["predicted_ms"]
+    # The text output names the bundle and the kernel source.
+    assert main(args) == 0
+    assert "bundle cpu-test" in capsys.readouterr().out
+    # A fixed-batch file asked at another batch size: one line.
+    assert main(["predict", str(resnet18_onnx), "--predictor", str(folder), "--batch-size", "4", "--load", "idle"]) == 2
+    err = capsys.readouterr().err
+    assert "fixed batch size of 1, not 4" in err and err.count("\n") == 1
