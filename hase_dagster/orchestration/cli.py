@@ -395,6 +395,13 @@ def _print_prediction(prediction: Any, top: int) -> None:
         f"  coverage: {coverage['covered']}/{coverage['kernels']} kernels have a trained family"
         + (f"; FALLBACK for {coverage['fallback']}: {coverage['fallback_families']}" if coverage["fallback"] else "")
     )
+    if prediction.predictor is not None:
+        bundle = prediction.predictor
+        detected = {k: v for k, v in (prediction.detection_coverage or {}).items() if isinstance(v, int | float | str)}
+        print(
+            f"  bundle {bundle['name']} ({bundle['device']}, ORT {bundle['ort_version']}, {bundle['precision']}); "
+            f"kernels by {prediction.kernel_source} detection" + (f": {detected}" if detected else "")
+        )
     for kernel in sorted(prediction.kernels, key=lambda k: -k.mean_ms)[:top]:
         mark = "  [fallback]" if kernel.fallback else ""
         print(f"    {kernel.order:>4} {kernel.family[:40]:<40} {kernel.mean_ms:9.4f} ms{mark}")
