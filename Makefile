@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 export DAGSTER_HOME := $(CURDIR)/.dagster_home
 export HASE_DATA_DIR ?= $(CURDIR)/.hase_data
 
-.PHONY: setup run test lint dev prometheus analyze-example clean
+.PHONY: setup run test lint dev prometheus analyze-example clean faults
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -34,6 +34,11 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# Replay every case of issue 13 (bad input, faults, signals) against the real CLI: case -> exit code -> first
+# line of stderr; a few minutes on 2 cores. The output is kept in results/faults/replay-output.txt.
+faults: setup
+	set -o pipefail; $(BIN)/python results/faults/replay.py | tee results/faults/replay-output.txt
 
 # The Dagster UI (with its daemon, so sensors and schedules run) on 127.0.0.1:3000.
 dev: setup
