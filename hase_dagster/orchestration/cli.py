@@ -262,6 +262,35 @@ def _require_cuda(why: str) -> None:
         raise HaseError(f"CUDA does not run on this machine (no GPU, driver or CUDA libraries): {why}")
 
 
+def cmd_precision(args: argparse.Namespace) -> int:
+    from hase_dagster.core.config import data_dir
+    from hase_dagster.measure.precision_study import compare_precisions
+
+    for path in args.models:
+        if not path.is_file():
+            raise HaseError(f"no such ONNX file: {path}")
+    out = args.out or data_dir() / "precision"
+    rows = [row for path in args.models for row in compare_precisions(path, args.ep, out / path.stem)]
+    if args.json:
+        _print_json({"ep": args.ep, "variants": rows})
+        return 0
+    for row in rows:
+        if "error" in row:
+            print(f"{row['model']:<36} {row['precision']:<5} ERROR {row['error']}")
+            continue
+        kernels = row["kernels"]
+        print(
+            f"{row['model']:<36} {row['precision']:<5} median {row['median_ms']:9.3f} ms  speed-up "
+            f"{row.get('speedup', float('nan')):5.2f}x  "
+            f"top-1 agreement {row.get('top1_agreement', float('nan')):6.1%}  "
+            f"{row['size_mb']:7.1f} MB  kernels: {kernels['int8_nodes']} int8, {kernels['float_compute_nodes']} float "
+            f"compute, {kernels['qdq_nodes']} Q/DQ"
+            + (f", elsewhere: {kernels['other_provider_nodes']}" if kernels["other_provider_nodes"] else "")
+        )
+    print(f"variants written to {out}")
+    return 0
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from hase_dagster.core.config import data_dir
     from hase_dagster.learn.predict_file import parse_load_spec
@@ -643,6 +672,19 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument("--predict-only", action="store_true", help="predict without running the models")
     memory.add_argument("--json", action="store_true")
     memory.set_defaults(handler=cmd_memory)
+
+    precision = commands.add_parser(
+        "precision",
+        help="what FP16 and INT8 buy: each model's fp16 and int8 (QDQ, random calibration) variants timed, "
+        "their top-1 agreement with fp32 and which kernels really run in INT8",
+    )
+    precision.add_argument("models", type=Path, nargs="+")
+    precision.add_argument("--ep", choices=["cpu", "cuda"], default="cpu")
+    precision.add_argument(
+        "--out", type=Path, default=None, help="variants folder (default: the data directory's precision/)"
+    )
+    precision.add_argument("--json", action="store_true")
+    precision.set_defaults(handler=cmd_precision)
 
     device = commands.add_parser(
         "device-profile",

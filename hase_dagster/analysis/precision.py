@@ -1,0 +1,131 @@
+"""Precision variants of an ONNX model: FP16 (ORT's float16 converter, the onnxconverter-common code
+ORT ships, keeping fp32 inputs and outputs) and INT8 (ORT's static quantization in QDQ format,
+calibrated on random inputs), and which of a variant's kernels really compute in INT8."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from hase_dagster.core.errors import ModelLoadError
+
+PRECISIONS = ("fp32", "fp16", "int8")
+# ORT kernels that compute on 8-bit integers (ONNX and com.microsoft domains).
+QUANTIZED_OPS = frozenset(
+    {
+        "QLinearConv", "QLinearMatMul", "MatMulInteger", "ConvInteger", "QGemm", "QLinearAdd", "QLinearMul",
+        "QLinearSigmoid", "QLinearLeakyRelu", "QLinearSoftmax", "QLinearConcat", "QLinearGlobalAveragePool",
+        "QLinearAveragePool", "QLinearReduceMean", "QLinearWhere", "DynamicQuantizeMatMul", "MatMulIntegerToFloat",
+        "QAttention", "QEmbedLayerNormalization", "QOrderedMatMul", "QOrderedGelu", "QOrderedLayerNormalization",
+    }
+)  # fmt: skip
+QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"})
+# Float kernels whose cost dominates: left in float (between DequantizeLinear and QuantizeLinear) they
+# are where an INT8 model falls back.
+FLOAT_COMPUTE_OPS = frozenset({"Conv", "FusedConv", "NhwcFusedConv", "MatMul", "FusedMatMul", "Gemm", "FusedGemm"})
+
+
+def fp16_variant(source: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    """Write ``source`` converted to float16 (weights and activations), with fp32 inputs and outputs."""
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    try:
+        model = onnx.load(str(source))
+    except Exception as exc:  # onnx raises DecodeError and others
+        raise ModelLoadError(f"{source} is not a readable ONNX model: {exc}") from exc
+    converted = convert_float_to_float16(model, keep_io_types=True)
+    out = Path(out)
+    onnx.save(converted, str(out))
+    return out
+
+
+class RandomCalibration:
+    """ORT's calibration data reader: ``batches`` random feeds (standard normal floats) shaped as the
+    model's inputs (dynamic dimensions as 1)."""
+
+    def __init__(self, model: onnx.ModelProto, batches: int = 8, seed: int = 0) -> None:
+        rng = np.random.default_rng(seed)
+        specs = []
+        initializers = {i.name for i in model.graph.initializer}
+        for value in model.graph.input:
+            if value.name in initializers:
+                continue
+            tensor = value.type.tensor_type
+            shape = [d.dim_value if d.dim_value > 0 else 1 for d in tensor.shape.dim]
+            dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type)
+            specs.append((value.name, shape, dtype))
+        self._feeds = iter(
+            [{name: rng.standard_normal(shape).astype(dtype) for name, shape, dtype in specs} for _ in range(batches)]
+        )
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        return next(self._feeds, None)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:  # pragma: no cover - ORT calls get_next
+        return self._feeds
+
+
+def int8_variant(source: str | os.PathLike[str], out: str | os.PathLike[str], batches: int = 8, seed: int = 0) -> Path:
+    """Write ``source`` statically quantized to INT8 in QDQ format (activations uint8, weights int8,
+    per tensor), calibrated (min-max) on ``batches`` random inputs, after ORT's quantization
+    pre-processing."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    try:
+        model = onnx.load(str(source))
+    except Exception as exc:  # onnx raises DecodeError and others
+        raise ModelLoadError(f"{source} is not a readable ONNX model: {exc}") from exc
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.random = RandomCalibration(model, batches, seed)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return self.random.get_next()
+
+    out = Path(out)
+    # ORT's pre-processing (shape inference, constant folding) first, as its quantization guide asks:
+    # without it a Conv whose bias comes from a Constant node stays in float.
+    prepared = out.with_suffix(".prepared.onnx")
+    quant_pre_process(str(source), str(prepared), skip_symbolic_shape=True)
+    quantize_static(
+        str(prepared),
+        str(out),
+        Reader(),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+    )
+    prepared.unlink()
+    return out
+
+
+def kernel_precisions(nodes: list[Any]) -> dict[str, Any]:
+    """What an optimized graph's nodes compute in: INT8 kernels, QDQ (quantize/dequantize) nodes, float
+    compute kernels left between them, and nodes on another provider than the first (CPU fallback).
+
+    Args:
+        nodes: ``analysis.graph.OptimizedNode`` s of one model on one EP (``op_type``, ``provider``).
+    """
+    providers = [n.provider for n in nodes if n.provider]
+    main = max(set(providers), key=providers.count) if providers else ""
+    ops: dict[str, int] = {}
+    for node in nodes:
+        ops[node.op_type] = ops.get(node.op_type, 0) + 1
+    return {
+        "nodes": len(nodes),
+        "int8_nodes": sum(n.op_type in QUANTIZED_OPS for n in nodes),
+        "qdq_nodes": sum(n.op_type in QDQ_OPS for n in nodes),
+        "float_compute_nodes": sum(n.op_type in FLOAT_COMPUTE_OPS for n in nodes),
+        "provider": main,
+        "other_provider_nodes": sorted(
+            {f"{n.op_type}@{n.provider}" for n in nodes if n.provider and n.provider != main}
+        ),
+        "op_types": dict(sorted(ops.items(), key=lambda kv: -kv[1])),
+    }
