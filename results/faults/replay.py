@@ -185,8 +185,9 @@ class Replay:
             timeout=600,
         )
         summary = [x for x in done.stdout.splitlines() if " passed" in x or " failed" in x or " error" in x]
-        line = f"pytest {' '.join(s.split('/')[-1] for s in selectors)}: {(summary or ['?'])[-1].strip()}"
+        line = f"pytest: {(summary or ['?'])[-1].strip()}"
         self.report(case, Outcome(done.returncode, line, time.monotonic() - started, done.returncode == 0))
+        print(f"     ({' '.join(selectors)})", flush=True)
 
     def signalled(
         self, case: str, sig: signal.Signals, wait_for: str, args: list[str], name: str, config: Path | None = None
@@ -275,6 +276,8 @@ def main() -> int:
         f"# issue 13 fault replay, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {os.cpu_count()} cores, "
         f"CUDA {'runs' if gpu else 'does not run'} here, {'root' if ROOT else 'not root'}"
     )
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout
+    print(f"# command: make faults (= .venv/bin/python results/faults/replay.py), at commit {commit.strip()}")
     print("# [ok|BAD] case -> exit code -> first line of stderr  (seconds)")
     with tempfile.TemporaryDirectory(prefix="hase-faults-") as tmp:
         work = Path(tmp)
@@ -407,7 +410,11 @@ def main() -> int:
         if gpu:
             r.skip("6 stress --device cuda without a GPU", "this machine has a GPU")
         else:
-            r.cli("6 stress --device cuda without a GPU", "stress", "--device", "cuda", "--duration", "1", want="")
+            r.cli(
+                "6 stress --device cuda without a GPU",
+                *("stress", "--device", "cuda", "--intensity", "0.5", "--duration", "1"),
+                want="CUDA",
+            )
 
         print("## 7 a full disk during a warehouse write")
 
