@@ -315,11 +315,15 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if ep == "cuda":
             _require_cuda("hase predict --ep cuda analyses the model on the CUDA EP; predict with --predictor BUNDLE")
         predictions = predict_sweep(args.model, args.batch_size, loads, ep, data_dir(), config.prometheus_url)
-    from hase_dagster.core.config import load_config
-    from hase_dagster.learn.memory_fit import add_fit_warnings
+    # Warn where the predicted peak exceeds what is free now. A bundle's device is not this machine's:
+    # only Prometheus (asked with --load prometheus) says what is free on it, and not reading this
+    # machine's memory keeps a bundle's prediction fast.
+    if not args.predictor or "prometheus" in loads:
+        from hase_dagster.core.config import load_config
+        from hase_dagster.learn.memory_fit import add_fit_warnings
 
-    for device in sorted({p.ep for p in predictions}):  # warn where the predicted peak exceeds what is free now
-        add_fit_warnings([p for p in predictions if p.ep == device], device, load_config().prometheus_url)
+        for device in sorted({p.ep for p in predictions}):
+            add_fit_warnings([p for p in predictions if p.ep == device], device, load_config().prometheus_url)
     if args.json:
         # One question keeps the single-prediction object; several give them in a list.
         if len(predictions) == 1:
