@@ -88,6 +88,11 @@ def test_sigterm_stops_the_whole_command(tmp_path: Path) -> None:
     assert time.monotonic() - stopped < 30
     assert process.returncode == 2 and "interrupted" in err and "Traceback" not in err.split("hase: error:")[-1]
     assert "learning" not in out and "partition 2" not in out
+    import dagster as dg
+
+    with dg.DagsterInstance.from_config(str(tmp_path / "dagster")) as instance:
+        [stopped_run] = instance.get_runs(filters=dg.RunsFilter(job_name="benchmark_job"))
+        assert stopped_run.status == dg.DagsterRunStatus.CANCELED  # not a failure of its own
 
 
 # -- a read-only warehouse and a full disk (issue 13, item 5) -------------------------------------------

@@ -338,6 +338,9 @@ def materialize_all(
         if result is not None and not received and was_interrupted(result):
             received.append("a signal")
         if received:
+            if result is not None and not result.success:
+                # Dagster ends a run it was interrupted in as a failure; it is a stop the user asked for.
+                instance.report_run_canceled(result.dagster_run, f"hase materialize was interrupted by {received[0]}")
             done = ", ".join(f"{r['stage']} {r['partition']}" for r in runs) or "nothing"
             raise HaseError(f"interrupted by {received[0]}: stopped after {done}; no later partition was started")
 
