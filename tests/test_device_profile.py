@@ -125,6 +125,9 @@ def test_roofline_bound_is_the_slower_of_compute_and_memory() -> None:
     assert roofline.roofline_ms(1e9, 1e9, "float16") == pytest.approx(1e9 / 2684e9 * 1e3)
     assert roofline.roofline_ms(1e15, 1e3, "fp16") == pytest.approx(1e15 / 650e12 * 1e3)
     assert roofline.peak_tflops("tensor(float)") == 50.0
+    features = roofline.features(1e9, 1e9, "fp16")
+    assert features["intensity"] == 1.0 and features["ridge"] == pytest.approx(650e12 / 2684e9)
+    assert features["roofline_ms"] == features["memory_ms"] > features["compute_ms"]
     with pytest.raises(HaseError, match="no GEMM peak for 'int8'.*fp16, fp32, fp8"):
         roofline.peak_tflops("int8")
 

@@ -486,9 +486,26 @@ class RooflinePeaks:
         self, flops: float, bytes_moved: float, precision: str = "fp32", single_thread: bool = False
     ) -> float:
         """The roofline's lower bound on a kernel's time in ms."""
-        compute_s = flops / (self.peak_tflops(precision, single_thread) * 1e12)
-        memory_s = bytes_moved / (self.bandwidth_gbps * 1e9) if self.bandwidth_gbps else 0.0
-        return max(compute_s, memory_s) * 1e3
+        features = self.features(flops, bytes_moved, precision, single_thread)
+        return features["roofline_ms"]
+
+    def features(
+        self, flops: float, bytes_moved: float, precision: str = "fp32", single_thread: bool = False
+    ) -> dict[str, float]:
+        """A kernel's roofline features on this device: ``compute_ms`` (FLOPs over peak),
+        ``memory_ms`` (bytes over bandwidth), ``roofline_ms`` (the larger), ``intensity`` (FLOP/byte)
+        and ``ridge`` (the device's FLOP/byte where compute and memory bounds meet)."""
+        peak = self.peak_tflops(precision, single_thread) * 1e12
+        bandwidth = self.bandwidth_gbps * 1e9
+        compute_ms = flops / peak * 1e3
+        memory_ms = bytes_moved / bandwidth * 1e3 if bandwidth else 0.0
+        return {
+            "compute_ms": compute_ms,
+            "memory_ms": memory_ms,
+            "roofline_ms": max(compute_ms, memory_ms),
+            "intensity": flops / bytes_moved if bytes_moved else float("inf"),
+            "ridge": peak / bandwidth if bandwidth else float("inf"),
+        }
 
 
 def roofline_peaks(document: dict[str, Any]) -> RooflinePeaks:
