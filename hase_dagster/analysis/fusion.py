@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import networkx as nx
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
@@ -189,6 +188,8 @@ class _OriginalGraph:
             for name in node.input:
                 if name:
                     self.consumers[name].append(i)
+        import networkx as nx  # here, not at import: static detection and prediction import this module
+
         self.dag = nx.DiGraph()
         self.dag.add_nodes_from(range(len(self.nodes)))
         for i, node in enumerate(self.nodes):
@@ -199,6 +200,8 @@ class _OriginalGraph:
 
     def _constant_nodes(self) -> set[int]:
         """Nodes whose outputs are known before any input arrives: ORT folds them away."""
+        import networkx as nx
+
         constant = {init.name for init in self.model.graph.initializer}
         folded: set[int] = set()
         for i in nx.topological_sort(self.dag):
@@ -214,12 +217,16 @@ class _OriginalGraph:
         return self.producer.get(tensor, -1)
 
     def ancestors(self, nodes: set[int]) -> set[int]:
+        import networkx as nx
+
         out = set(nodes)
         for node in nodes:
             out |= nx.ancestors(self.dag, node)
         return out
 
     def descendants(self, nodes: set[int]) -> set[int]:
+        import networkx as nx
+
         out = set(nodes)
         for node in nodes:
             out |= nx.descendants(self.dag, node)

@@ -9,18 +9,21 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.costs import tensor_bytes
 
+if TYPE_CHECKING:  # imported where a DAG is built: a prediction needs only critical_path_ms
+    import networkx as nx
+
 
 def build_dag(variant_id: str, ep: str, kernels: list[Kernel]) -> nx.DiGraph:
     """Kernels as nodes (keyed by node name), tensors between them as edges."""
+    import networkx as nx
+
     dag = nx.DiGraph(variant_id=variant_id, ep=ep)
     producer: dict[str, str] = {}
     for kernel in kernels:
@@ -57,6 +60,8 @@ def sequential_latency(dag: nx.DiGraph, latency: Callable[[str], float]) -> floa
 
 def critical_path(dag: nx.DiGraph, latency: Callable[[str], float]) -> tuple[float, list[str]]:
     """Length and kernels of the longest dependent chain, when independent branches overlap."""
+    import networkx as nx
+
     best: dict[str, tuple[float, str | None]] = {}
     for node in nx.topological_sort(dag):
         before = max(((best[p][0], p) for p in dag.predecessors(node)), default=(0.0, None))
@@ -74,6 +79,8 @@ def critical_path(dag: nx.DiGraph, latency: Callable[[str], float]) -> tuple[flo
 
 def save_dag(dag: nx.DiGraph, path: str | os.PathLike[str]) -> Path:
     """Write the DAG as node-link JSON."""
+    import networkx as nx
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(nx.node_link_data(dag, edges="edges"), indent=1, default=str))
@@ -82,5 +89,40 @@ def save_dag(dag: nx.DiGraph, path: str | os.PathLike[str]) -> Path:
 
 def load_dag(path: str | os.PathLike[str]) -> nx.DiGraph:
     """Read a DAG written by :func:`save_dag`."""
+    import networkx as nx
+
     data: dict[str, Any] = json.loads(Path(path).read_text())
     return nx.node_link_graph(data, edges="edges")
+
+
+def critical_path_ms(kernels: list[Kernel], latency: Mapping[str, float]) -> float:
+    """The length :func:`critical_path` gives for :func:`build_dag` of ``kernels`` with
+    ``latency[node_name]`` per kernel, computed without building a networkx graph (a prediction
+    pays neither its import nor its construction)."""
+    producer: dict[str, str] = {}
+    for kernel in kernels:
+        for tensor in kernel.outputs:
+            producer[tensor.name] = kernel.node_name
+    parents: dict[str, set[str]] = {kernel.node_name: set() for kernel in kernels}
+    for kernel in kernels:
+        for tensor in kernel.activations:
+            source = producer.get(tensor.name)
+            if source is not None and source != kernel.node_name:
+                parents[kernel.node_name].add(source)
+    children: dict[str, list[str]] = {node: [] for node in parents}
+    for node, sources in parents.items():
+        for source in sources:
+            children[source].append(node)
+    waiting = {node: len(sources) for node, sources in parents.items()}
+    ready = [node for node, count in waiting.items() if count == 0]
+    finish: dict[str, float] = {}
+    while ready:
+        node = ready.pop()
+        finish[node] = max((finish[p] for p in parents[node]), default=0.0) + latency[node]
+        for child in children[node]:
+            waiting[child] -= 1
+            if waiting[child] == 0:
+                ready.append(child)
+    if len(finish) != len(parents):
+        raise ValueError("the kernel graph has a cycle")
+    return max(finish.values(), default=0.0)

@@ -300,13 +300,15 @@ def find_bundle(name_or_path: str | os.PathLike[str], data_root: Path | None = N
     the repository's ``results/bundles``) or by path."""
     text = str(name_or_path)
     path = Path(text).expanduser()
-    if path.is_dir():
+    if (path / BUNDLE_FILE).is_file():
         return path
     if NAME_PATTERN.fullmatch(text):
         candidates = ([DataPaths(data_root).bundles / text] if data_root else []) + [SHIPPED_BUNDLES / text]
         for candidate in candidates:
-            if candidate.is_dir():
+            if (candidate / BUNDLE_FILE).is_file():
                 return candidate
+    if path.is_dir():
+        return path  # a folder that is no bundle: read_bundle says so
     known = sorted({b["name"] for b in list_bundles(data_root) if "name" in b})
     raise HaseError(f"no predictor bundle {text!r}: not a folder, nor a bundle name; known: {known or 'none'}")
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.fusion import VIEW_OP_TYPES
-from hase_dagster.analysis.model_dag import build_dag, critical_path
+from hase_dagster.analysis.model_dag import critical_path_ms
 from hase_dagster.analysis.peak_memory import predict_peak_memory
 from hase_dagster.learn.regressor import LatencyRegressor
 
@@ -346,14 +346,13 @@ def predict_model_under(
             raise ValueError(f"load lacks {missing}, which the regressor needs")
     asked = [load for load, _ in loads] + [idle_load(regressor, load) for load, _ in loads]
     predicted = predict_kernels_under(regressor, kernels, asked)
-    dag = build_dag(model, regressor.ep, kernels)
     memory = predict_peak_memory(kernels, regressor.ep)
     out = []
     for i, (load, load_source) in enumerate(loads):
         predictions, idle = predicted[i], predicted[len(loads) + i]
         sums = kernel_sums(predictions, float(load[regressor.load_fields[0]]), idle)
         out.append(
-            _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, dag)
+            _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, kernels)
         )
         out[-1].predicted_peak_memory_mb, out[-1].peak_memory = memory.total_mb, memory.to_dict()
     return out
@@ -368,13 +367,13 @@ def _model_prediction(
     batch_size: int | None,
     sums: Sums,
     predictions: list[KernelPrediction],
-    dag: Any,
+    kernels: list[Kernel],
 ) -> ModelPrediction:
     warnings: list[str] = []
     mean, p90 = composition.apply(sums)
     scale = mean / sums.mean_ms if sums.mean_ms > 0 else 1.0
     by_node = {p.node_name: p.mean_ms for p in predictions}
-    path_ms, _ = critical_path(dag, lambda node: by_node[node])
+    path_ms = critical_path_ms(kernels, by_node)
     fallback = [p for p in predictions if p.fallback]
     if fallback:
         warnings.append(
