@@ -424,7 +424,9 @@ def write_report(document: dict[str, Any], folder: Path) -> Path:
         lines += ["## Overheads", ""]
         if overheads.get("launch"):
             lines += [
-                _table(overheads["launch"], ["kernel", "host_enqueue_us", "device_us", "round_trip_us", "covered"]),
+                _table(
+                    overheads["launch"], ["kernel", "host_enqueue_us", "device_us", "round_trip_us", "covered", "error"]
+                ),
                 "",
             ]
         if overheads.get("ort"):

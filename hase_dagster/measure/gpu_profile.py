@@ -378,41 +378,51 @@ def step_bandwidth(torch: Any, timer: EventTimer, quick: bool, peak_gbps: float 
 def step_launch(torch: Any, timer: EventTimer) -> list[dict[str, Any]]:
     """Launch latency of an empty kernel (Triton's) and of torch's sleep kernel with 0 cycles: host
     µs to enqueue one, device µs per kernel back to back, and µs for launch plus synchronize."""
-    from hase_dagster.measure import triton_kernels as tk
-
     x = torch.empty(1, device="cuda")
+
+    def triton_empty() -> None:
+        from hase_dagster.measure import triton_kernels as tk
+
+        tk.launch_empty(x)
+
     launches: list[tuple[str, Callable[[], Any]]] = [
-        ("triton empty kernel", lambda: tk.launch_empty(x)),
         ("torch.cuda._sleep(0)", lambda: torch.cuda._sleep(0)),
+        ("triton empty kernel", triton_empty),
     ]
     rows = []
     for name, launch in launches:
-        for _ in range(100):
-            launch()
-        torch.cuda.synchronize()
-        count = 2000
-        t0 = time.perf_counter()
-        for _ in range(count):
-            launch()
-        host_us = (time.perf_counter() - t0) / count * 1e6
-        torch.cuda.synchronize()
-        round_trips = []
-        for _ in range(500):
-            t0 = time.perf_counter()
-            launch()
-            torch.cuda.synchronize()
-            round_trips.append(time.perf_counter() - t0)
-        device = timer.measure(launch, target_ms=2)
-        rows.append(
-            {
-                "kernel": name,
-                "host_enqueue_us": host_us,
-                "device_us": device["ms"] * 1e3,
-                "covered": device["covered"],
-                "round_trip_us": statistics.median(round_trips) * 1e6,
-            }
-        )
+        try:
+            rows.append(_launch_row(torch, timer, name, launch))
+        except Exception as exc:  # Triton needs a C compiler for its launcher: one kernel's failure is a row
+            rows.append({"kernel": name, "error": _one_line(exc)})
     return rows
+
+
+def _launch_row(torch: Any, timer: EventTimer, name: str, launch: Callable[[], Any]) -> dict[str, Any]:
+    """Host µs to enqueue one launch, device µs per launch back to back, µs for launch plus synchronize."""
+    for _ in range(100):
+        launch()
+    torch.cuda.synchronize()
+    count = 2000
+    t0 = time.perf_counter()
+    for _ in range(count):
+        launch()
+    host_us = (time.perf_counter() - t0) / count * 1e6
+    torch.cuda.synchronize()
+    round_trips = []
+    for _ in range(500):
+        t0 = time.perf_counter()
+        launch()
+        torch.cuda.synchronize()
+        round_trips.append(time.perf_counter() - t0)
+    device = timer.measure(launch, target_ms=2)
+    return {
+        "kernel": name,
+        "host_enqueue_us": host_us,
+        "device_us": device["ms"] * 1e3,
+        "covered": device["covered"],
+        "round_trip_us": statistics.median(round_trips) * 1e6,
+    }
 
 
 def profile_gpu(quick: bool, steps: Sequence[str] | None, log: Callable[[str], None]) -> dict[str, Any]:
