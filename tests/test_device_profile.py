@@ -312,3 +312,73 @@ def test_gpu_steps_measure_on_a_real_gpu() -> None:
     assert not document["errors"], document["errors"]
     assert document["peaks"]["tflops"]["fp16"] > document["peaks"]["tflops"]["fp32"] > 0
     assert all(row["covered"] for row in document["gemm"] if "ms" in row)
+
+
+class _HostEvent:
+    """A CUDA event on the host clock; pending until synchronized, as a GPU event behind a sleep."""
+
+    def __init__(self, enable_timing: bool = True) -> None:
+        self.at = 0.0
+
+    def record(self, stream: object = None) -> None:
+        import time
+
+        self.at = time.perf_counter()
+
+    def query(self) -> bool:
+        return False
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: _HostEvent) -> float:
+        return (end.at - self.at) * 1e3
+
+
+class _CudaOnCpu:
+    """torch whose "cuda" tensors are made on the CPU and whose torch.cuda timing calls use the host
+    clock: the GPU steps' own code (shapes, precisions, timing loop, rows) runs here, where no GPU is.
+    The real thing is ``test_gpu_steps_measure_on_a_real_gpu`` (skipped without CUDA)."""
+
+    def __init__(self) -> None:
+        import types
+
+        import torch
+
+        self._torch = torch
+        self.cuda = types.SimpleNamespace(
+            Event=_HostEvent,
+            _sleep=lambda cycles: None,
+            synchronize=lambda: None,
+            empty_cache=lambda: None,
+            get_device_capability=lambda: (9, 0),
+            current_device=lambda: 0,
+        )
+
+    def __getattr__(self, name: str) -> object:
+        attribute = getattr(self._torch, name)
+        if name in ("randn", "rand", "randint", "empty", "tensor"):
+            return lambda *args, device=None, **kwargs: attribute(*args, **kwargs)
+        return attribute
+
+
+def test_gpu_steps_run_their_own_code_on_a_cpu_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hase_dagster.measure import gpu_profile as gp
+
+    shapes = [dp.GemmShape("square", 64, 64, 64), dp.GemmShape("skinny", 32, 64, 64)]
+    monkeypatch.setattr(gp, "gemm_shapes", lambda quick: shapes)
+    torch = _CudaOnCpu()
+    timer = gp.EventTimer(torch)
+    rows = gp.step_gemm(torch, timer, quick=True, log=lambda line: None)
+    assert [(r["dtype"], r["kind"]) for r in rows] == [
+        (p, k) for p in gp.CUBLAS_PRECISIONS for k in ("square", "skinny")
+    ]
+    assert all("error" not in r and r["tflops"] > 0 and r["covered"] for r in rows), [r.get("error") for r in rows]
+    bandwidth = gp.step_bandwidth(torch, timer, quick=True, peak_gbps=1000.0)
+    assert [r["kernel"] for r in bandwidth] == ["copy", "scale", "triad"]
+    assert all(r["pct_of_peak"] == pytest.approx(100 * r["gbps"] / 1000.0) for r in bandwidth)
+    [sleep_row, triton_row] = gp.step_launch(torch, timer)
+    assert sleep_row["kernel"] == "torch.cuda._sleep(0)" and sleep_row["round_trip_us"] > 0
+    assert triton_row["kernel"] == "triton empty kernel" and "error" in triton_row  # no GPU for Triton here
+    document = {"schema_version": dp.SCHEMA_VERSION, "device": "cuda", "gemm": rows, "bandwidth": bandwidth}
+    assert set(dp.peaks_of(document)["tflops"]) == set(gp.CUBLAS_PRECISIONS)
