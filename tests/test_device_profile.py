@@ -382,3 +382,27 @@ def test_gpu_steps_run_their_own_code_on_a_cpu_stand_in(monkeypatch: pytest.Monk
     assert triton_row["kernel"] == "triton empty kernel" and "error" in triton_row  # no GPU for Triton here
     document = {"schema_version": dp.SCHEMA_VERSION, "device": "cuda", "gemm": rows, "bandwidth": bandwidth}
     assert set(dp.peaks_of(document)["tflops"]) == set(gp.CUBLAS_PRECISIONS)
+
+
+def test_gpu_profile_keeps_every_step_when_some_fail(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from hase_dagster.measure import gpu_profile as gp
+
+    monkeypatch.setattr(gp, "gemm_shapes", lambda quick: [dp.GemmShape("square", 64, 64, 64)])
+    monkeypatch.setattr(gp, "_torch_cuda", _CudaOnCpu)
+    monkeypatch.setattr(gp, "gpu_info", lambda torch: {"name": "stand-in", "sm_count": 132})
+
+    def no_nvml(index: int = 0) -> dict:
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setattr(gp, "nvml_memory", no_nvml)
+    lines: list[str] = []
+    document = gp.profile_gpu(True, ["gemm", "bandwidth", "launch", "ort"], lines.append)
+    # The ORT step needs the CUDA EP, which does not run here: recorded, and the others kept.
+    assert set(document["errors"]) == {"nvml", "ort"} and "CUDAExecutionProvider" in document["errors"]["ort"]
+    assert len(document["gemm"]) == len(gp.CUBLAS_PRECISIONS) and len(document["bandwidth"]) == 3
+    assert [r["kernel"] for r in document["overheads"]["launch"]] == ["torch.cuda._sleep(0)", "triton empty kernel"]
+    assert any(line.startswith("step ort FAILED") for line in lines)
+    document.update(schema_version=dp.SCHEMA_VERSION, device="cuda")
+    document["peaks"] = dp.peaks_of(document)
+    text = dp.save_profile(document, tmp_path).read_text()
+    assert "## Steps that failed" in text and "- ort: " in text and "## Memory bandwidth" in text
