@@ -72,9 +72,9 @@ def test_the_bundle_predicts_what_its_predictor_predicts_on_the_same_kernels(
             theirs = predict_model(
                 variant, variants[variant], bundle.predictor.regressor, bundle.predictor.composition, load, "", 1
             )
-            assert theirs.predicted_ms == pytest.approx(ours.predicted_ms, rel=1e-5)
-            assert theirs.p90_ms == pytest.approx(ours.p90_ms, rel=1e-5)
-            assert [k.median_ms for k in theirs.kernels] == pytest.approx([k.median_ms for k in ours.kernels], rel=1e-5)
+            assert theirs.predicted_ms == pytest.approx(ours.predicted_ms, rel=1e-9)
+            assert theirs.p90_ms == pytest.approx(ours.p90_ms, rel=1e-9)
+            assert [k.median_ms for k in theirs.kernels] == [k.median_ms for k in ours.kernels]
     assert bundle.document["evaluation"]["whole_model"]["never_seen"]["cases"] > 0
 
 
@@ -93,7 +93,7 @@ def test_tree_arrays_walk_as_xgboost_does() -> None:
     # Values exactly at split thresholds, and a missing value, take the sides XGBoost takes.
     probe[:20, 0] = arrays["threshold"][arrays["feature"] == 0][:20]
     probe[20, 1] = np.nan
-    np.testing.assert_allclose(predict_tree_arrays(arrays, probe), booster.inplace_predict(probe), atol=1e-5)
+    np.testing.assert_array_equal(predict_tree_arrays(arrays, probe), booster.inplace_predict(probe))
 
 
 def test_feature_matrix_is_the_frame_matrix(trained: tuple[object, Predictor, Path]) -> None:
@@ -301,7 +301,7 @@ def test_predict_with_a_bundle_detects_kernels_statically_and_predicts_as_its_pr
         assert len(kernels) == p["coverage"]["kernels"]
         load = bundle.load_for("idle" if p["load_source"].startswith("idle") else "level=0.5")[0]
         expected = predict_model(p["model"], kernels, predictor.regressor, predictor.composition, load, "", 1)
-        assert p["predicted_ms"] == pytest.approx(expected.predicted_ms, rel=1e-5)
+        assert p["predicted_ms"] == pytest.approx(expected.predicted_ms, rel=1e-9)
     # Batch 4 costs more than batch 1, and load more than idle, on the CPU.
     assert predictions[2]["predicted_ms"] > predictions[0]["predicted_ms"] < predictions[1]["predicted_ms"]
     # The text output names the bundle and the kernel source.

@@ -487,7 +487,7 @@ def _add_tree_arrays(folder: Path) -> None:
     probe[:, layout.n_numeric :] = probe[:, layout.n_numeric :] > 0.5
     for target, estimator in before.regressor.models.items():
         expected, got = estimator.predict(probe), after.regressor.models[target].predict(probe)
-        if not np.allclose(expected, got, rtol=1e-5, atol=1e-5):
+        if not np.array_equal(expected, got):
             raise HaseError(f"the {target} trees as arrays predict differently from XGBoost: not exported")
 
 

@@ -301,8 +301,9 @@ def tree_arrays(booster: Any) -> dict[str, np.ndarray]:
 
 
 def predict_tree_arrays(trees: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
-    """What the booster behind ``trees`` predicts for ``x``: XGBoost compares float32 features with
-    ``value < threshold`` (left) and sends a missing (NaN) value to its default side."""
+    """What the booster behind ``trees`` predicts for ``x``, bit for bit: XGBoost compares float32
+    features with ``value < threshold`` (left), sends a missing (NaN) value to its default side, and
+    adds the leaves to the base score one tree after another in float32."""
     features = np.asarray(x, dtype=np.float32)
     rows = np.arange(len(features))[:, None]
     node = np.broadcast_to(trees["roots"][None, :], (len(features), len(trees["roots"]))).copy()
@@ -313,7 +314,9 @@ def predict_tree_arrays(trees: dict[str, np.ndarray], x: np.ndarray) -> np.ndarr
         if np.array_equal(step, node):
             break
         node = step
-    return trees["value"][node].sum(axis=1) + float(trees["base_score"][0])
+    base = np.full((len(features), 1), trees["base_score"][0], dtype=np.float32)
+    margins = np.concatenate([base, trees["value"][node].astype(np.float32)], axis=1)
+    return np.add.accumulate(margins, axis=1, dtype=np.float32)[:, -1].astype(float)
 
 
 # Op classes with fewer measured rows than this use their group's roofline, then the global one.
