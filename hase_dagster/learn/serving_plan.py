@@ -35,7 +35,7 @@ from hase_dagster.learn.serving_sim import (
 )
 
 # At most this many simulated requests per candidate (all models together) and for the final figures.
-SEARCH_REQUESTS = 6000
+SEARCH_REQUESTS = 4000
 FINAL_REQUESTS = 40000
 
 

@@ -6,11 +6,12 @@
 # the models (dynamic batch), one plan per stress level (config.pbtxt per model), then serve-bench
 # per stress level (planner, batch1, triton-default at every rate scale; the brute-force grid at
 # GRID_SCALES x GRID_LEVELS), then the report. Every call copies what exists so far into $OUT/serving.
-# Settings (environment; GPU defaults): DEVICE (cuda), CNN (resnet18), ENC (encoder_base), CNN_SLO_MS (15),
-# ENC_SLO_MS (30), CNN_RATE (300), ENC_RATE (150), BATCHES ("1 4 8 16 32"), LEVELS ("0 1 0.5"),
+# Settings (environment; GPU defaults): DEVICE (cuda), CNN (resnet18), ENC (encoder_base), CNN_SLO_MS (10),
+# ENC_SLO_MS (20), CNN_RATE (300), ENC_RATE (150), BATCHES ("1 4 8 16 32"), LEVELS ("0 1 0.5"),
 # SCALES (0.5,1,2.5), DURATION (2 s per run), DRAIN (1 s), GRID ("1,8,32"), GRID_DELAYS (0),
 # GRID_SCALES (2.5), GRID_LEVELS (0,1), SLICE_MS (2: the co-tenant's time slice), THREADS (1),
-# PREDICTOR (a bundle name; default: the data directory's predictor, from .gpuhost/serving/hd when
+# PREDICTOR (a predictor bundle, default h100: the shipped results/bundles/h100, no CUDA analysis
+# needed; PREDICTOR= (empty) uses the data directory's predictor instead: from .gpuhost/serving/hd when
 # carried, else trained here from results/gpu-general/tables), BUNDLES (7), WORK (/tmp/serving).
 # PY=.venv/bin/python (and no bundle) rehearses the steps on a machine that has the stack (the CPU run).
 set -uo pipefail
@@ -32,7 +33,8 @@ if [ "$PY" = python3 ]; then
 fi
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 device=${DEVICE:-cuda}
-if [ -d .gpuhost/serving/hd ] && [ ! -e "$HASE_DATA_DIR/hase.duckdb" ]; then
+predictor=${PREDICTOR-h100}
+if [ -z "$predictor" ] && [ -d .gpuhost/serving/hd ] && [ ! -e "$HASE_DATA_DIR/hase.duckdb" ]; then
   mkdir -p "$HASE_DATA_DIR" && cp -r .gpuhost/serving/hd/. "$HASE_DATA_DIR/"
 fi
 
@@ -62,19 +64,20 @@ device: $device
 load: level=0.0
 batch_sizes: [$batches]
 cotenant: {slice_ms: ${SLICE_MS:-2}}
-${PREDICTOR:+predictor: $PREDICTOR}
+${predictor:+predictor: $predictor}
 models:
-  - {name: cnn, path: models/$cnn.onnx, slo_ms: ${CNN_SLO_MS:-15}, percentile: 99, priority: 1, rate_per_s: ${CNN_RATE:-300}}
-  - {name: encoder, path: models/$enc.onnx, slo_ms: ${ENC_SLO_MS:-30}, percentile: 90, priority: 2, rate_per_s: ${ENC_RATE:-150}}
+  - {name: cnn, path: models/$cnn.onnx, slo_ms: ${CNN_SLO_MS:-10}, percentile: 99, priority: 1, rate_per_s: ${CNN_RATE:-300}}
+  - {name: encoder, path: models/$enc.onnx, slo_ms: ${ENC_SLO_MS:-20}, percentile: 90, priority: 2, rate_per_s: ${ENC_RATE:-150}}
 EOF
-[ -n "${PREDICTOR:-}" ] || [ -e "$HASE_DATA_DIR/regressors/$device/predictor" ] || \
+[ -n "$predictor" ] || [ -e "$HASE_DATA_DIR/regressors/$device/predictor" ] || \
   step predictor 240 hase import-tables results/gpu-general/tables --kind xgboost
 step models 60 hase serving-models "$work/models" "$cnn" "$enc"
 levels=${LEVELS:-0 1 0.5}
 first=1
 for level in $levels; do
-  # The first plan analyses every model at every batch size (cached for the rest).
-  step "plan-$level" $(( first ? 180 : 20 )) hase plan "$work/plan.yaml" --load "level=$level" --out "$work/plans/level-$level"
+  # The first plan finds every model's kernels at every batch size (cached for the rest): static
+  # detection with a bundle, a CUDA analysis without one.
+  step "plan-$level" $(( first ? 120 : 30 )) hase plan "$work/plan.yaml" --load "level=$level" --out "$work/plans/level-$level"
   first=0
 done
 for level in $levels; do
