@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import math
 import re
+import signal
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -198,9 +200,13 @@ def test_serve_bench_and_report_on_tiny_models(tmp_path: Path) -> None:
     assert all(r["measured"]["cnn"]["requests"] > 10 and r["simulated_measured_exec"] for r in runs)
     rows = (out / "requests.csv").read_text().splitlines()
     assert len(rows) - 1 == sum(r["measured"][m]["requests"] for r in runs for m in ("cnn", "enc"))
-    # A second call finds every run done and serves nothing more.
+    # A second call finds every run done and serves nothing more; request rows of a run that never
+    # reached runs.jsonl (a bench stopped between the two writes) are dropped.
+    with (out / "requests.csv").open("a") as handle:
+        handle.write("s0-r1-unfinished,cnn,1.0,2.0,3.0,2.0,1\n")
     again = subprocess.run([*command, "--out", str(out)], capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and len((out / "runs.jsonl").read_text().splitlines()) == len(runs)
+    assert (out / "requests.csv").read_text().splitlines() == rows
     report = subprocess.run(
         [sys.executable, "-m", "hase_dagster.orchestration.cli", "serving-report", str(out), "--write"],
         capture_output=True,
@@ -209,3 +215,36 @@ def test_serve_bench_and_report_on_tiny_models(tmp_path: Path) -> None:
     )
     assert report.returncode == 0, report.stderr
     assert "grid best of 4" in report.stdout and (out / "report.md").read_text() == report.stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_serve_bench_with_one_line_and_no_stressor_left(tmp_path: Path, sig: signal.Signals) -> None:
+    import subprocess
+    import sys
+
+    import psutil
+    import yaml
+    from test_stressor import _gone
+
+    tiny_model(tmp_path / "m.onnx")
+    spec = {"models": [{"name": "m", "path": "m.onnx", "slo_ms": 20, "rate_per_s": 50}], "exec_ms": {"m": {1: [1, 1]}}}
+    (tmp_path / "plan.yaml").write_text(yaml.safe_dump(spec))
+    command = [sys.executable, "-m", "hase_dagster.orchestration.cli", "serve-bench", str(tmp_path / "plan.yaml")]
+    command += ["--config", "batch1", "--stress", "0.5", "--duration", "60", "--out", str(tmp_path / "out")]
+    bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        stressors = wait_for(
+            "the stressor to start",
+            lambda: [p for p in psutil.Process(bench.pid).children() if "stressor" in " ".join(p.cmdline())],
+            timeout_s=60.0,
+        )
+        time.sleep(1.0)  # serving
+        bench.send_signal(sig)
+        _, stderr = bench.communicate(timeout=30)
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+    assert bench.returncode == 2
+    assert stderr.count("\n") == 1 and stderr.startswith("hase: error: interrupted"), stderr
+    assert all(_gone(p.pid) for p in stressors)

@@ -137,6 +137,21 @@ def _done_runs(path: Path) -> set[str]:
     return {json.loads(line)["run_id"] for line in path.read_text().splitlines() if line.strip()}
 
 
+def _drop_unfinished_requests(path: Path, done: set[str]) -> None:
+    """Remove request rows of runs that never reached ``runs.jsonl`` (a bench stopped between the two
+    writes), so the run, done again, is not counted twice."""
+    if not path.exists():
+        return
+    with path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    kept = rows[:1] + [row for row in rows[1:] if row and row[0] in done]
+    if len(kept) != len(rows):
+        partial = path.with_suffix(".partial")
+        with partial.open("w", newline="") as handle:
+            csv.writer(handle).writerows(kept)
+        partial.replace(path)
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None if math.isnan(value) else ("inf" if value > 0 else "-inf")
@@ -161,6 +176,7 @@ def serve_bench(spec: PlanSpec, settings: BenchSettings, out_dir: Path, data_roo
     out_dir.mkdir(parents=True, exist_ok=True)
     runs_path, requests_path = out_dir / "runs.jsonl", out_dir / "requests.csv"
     done = _done_runs(runs_path)
+    _drop_unfinished_requests(requests_path, done)
     loads = [f"level={level:g}" for level in settings.stress_levels]
     started = time.perf_counter()
     exec_time = exec_time_for(spec, data_root, prometheus_url, loads)

@@ -4,6 +4,7 @@ the comparison of the two (issue 16). Registered on the main parser by :func:`re
 from __future__ import annotations
 
 import argparse
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,11 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
         seed=args.seed,
         metrics_port=args.metrics_port,
     )
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM ends the bench as Ctrl-C does: stressor stopped, runs kept
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
         runs = serve_bench(spec, settings, args.out, data_dir(), _prometheus_url(args))
     except KeyboardInterrupt:
@@ -114,6 +120,8 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
         raise HaseError(
             f"interrupted: the runs finished so far are in {args.out / 'runs.jsonl'}; run again to resume"
         ) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     print(f"runs: {runs}")
     return 0
 
