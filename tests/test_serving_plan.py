@@ -255,3 +255,13 @@ def test_empirical_batch_times_take_the_nearest_batch_and_scale_beyond_the_large
     assert [service.sample("m", b, rng) for b in (1, 2, 3, 4, 8)] == [2.0, 2.0, 5.0, 5.0, 10.0]
     with pytest.raises(HaseError, match="no measured batch times for other"):
         service.sample("other", 1, rng)
+
+
+def test_a_bundle_for_another_device_is_refused(tmp_path: Path) -> None:
+    from hase_dagster.learn.serving_plan import hase_exec_time
+
+    if not (Path(__file__).resolve().parents[1] / "results" / "bundles" / "h100").is_dir():
+        pytest.skip("no shipped h100 bundle")
+    spec = PlanSpec.model_validate({**SPEC, "predictor": "h100"})  # device cpu, an H100 bundle
+    with pytest.raises(HaseError, match="predicts for cuda, but the plan's device is cpu"):
+        hase_exec_time(spec, tmp_path, "http://127.0.0.1:9")

@@ -94,6 +94,10 @@ def hase_exec_time(
         from hase_dagster.learn.bundles import load_bundle
 
         bundle = load_bundle(spec.predictor, data_root)
+        if bundle.ep != spec.device:
+            raise HaseError(
+                f"predictor bundle {bundle.name} predicts for {bundle.ep}, but the plan's device is {spec.device}"
+            )
     for model in spec.models:
         if bundle is not None:
             predictions = bundle.predict([model.path], batches, loads, prometheus_url)
