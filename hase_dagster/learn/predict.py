@@ -21,6 +21,7 @@ from hase_dagster.analysis.fusion import VIEW_OP_TYPES
 from hase_dagster.analysis.model_dag import critical_path_ms
 from hase_dagster.analysis.peak_memory import predict_peak_memory
 from hase_dagster.learn.regressor import LatencyRegressor
+from hase_dagster.learn.timeslice import TimeSlicing
 
 
 @dataclass
@@ -50,6 +51,14 @@ class Sums:
     view_mean_ms: float = 0.0
     # Each non-view kernel's idle time, for the launch-bound term.
     idle_kernel_ms: tuple[float, ...] = ()
+    # How a co-tenant time-slices the device (GPUs); None where the EP does not time-slice (the CPU).
+    time_slicing: TimeSlicing | None = None
+
+    def timeslice_wait_ms(self) -> tuple[float, float]:
+        """The mean and p90 wait a run of the idle non-view kernels pays to a time-slicing co-tenant."""
+        if self.time_slicing is None:
+            return 0.0, 0.0
+        return self.time_slicing.expected_wait(self.idle_mean_ms - self.view_idle_ms, self.load_util)
 
     def launch_shortfall_ms(self, dispatch_ms: float) -> float:
         """GPU time left idle while the host dispatches kernels shorter than ``dispatch_ms``."""
@@ -59,6 +68,7 @@ class Sums:
         """Each mean term's value for this model (see :data:`MEAN_TERMS`)."""
         share = self.load_util / 100.0
         idle = self.idle_mean_ms - self.view_idle_ms
+        wait_mean, wait_p90 = self.timeslice_wait_ms()
         return {
             "idle_kernels": idle,
             "load_share_x_idle": share * idle,
@@ -68,7 +78,9 @@ class Sums:
             "view_ops": self.view_idle_ms,
             "load_share_per_run": share,
             "launch_shortfall": self.launch_shortfall_ms(dispatch_ms),
+            "timeslice_wait": wait_mean,
             "p90_kernels": self.p90_ms,
+            "timeslice_wait_p90": wait_p90,
         }
 
 
@@ -131,8 +143,20 @@ MEAN_TERMS: tuple[Term, ...] = (
         "sum over kernels of max(0, dispatch - kernel time): the GPU idles while the host dispatches "
         "kernels shorter than it (small models, batch 1)",
     ),
+    Term(
+        "timeslice_wait",
+        0.0,
+        _INF,
+        1.0,
+        "the mean wait for a time-slicing co-tenant (learn.timeslice): its burst on arrival and at every "
+        "slice boundary the run crosses, in the busy share of its period",
+    ),
 )
-P90_TERMS: tuple[Term, ...] = (*MEAN_TERMS, Term("p90_kernels", 0.0, _INF, 0.0, "the kernels' p90 sum"))
+P90_TERMS: tuple[Term, ...] = (
+    *MEAN_TERMS,
+    Term("p90_kernels", 0.0, _INF, 0.0, "the kernels' p90 sum"),
+    Term("timeslice_wait_p90", 0.0, _INF, 0.0, "the p90 of the time-slicing wait (learn.timeslice)"),
+)
 # Host dispatch times tried for the launch-bound term (ms per kernel); 0 switches it off.
 DISPATCH_CANDIDATES_MS = (0.0, 0.002, 0.004, 0.006, 0.008, 0.010, 0.012, 0.016, 0.020, 0.024, 0.032)
 # Pull toward each term's prior, in units of squared relative error per (column-scaled) term.
@@ -295,7 +319,23 @@ def idle_load(regressor: LatencyRegressor, load: dict[str, float]) -> dict[str, 
     return {**load, regressor.load_fields[0]: 0.0}
 
 
-def kernel_sums(predictions: list[KernelPrediction], load_util: float, idle: list[KernelPrediction]) -> Sums:
+def kernel_sums(
+    predictions: list[KernelPrediction],
+    load_util: float,
+    idle: list[KernelPrediction],
+    time_slicing: TimeSlicing | None = None,
+) -> Sums:
+    """The sums composition needs from kernel predictions under a load and at idle.
+
+    Args:
+        predictions: every kernel under the load.
+        load_util: the device's load field under that load, in %.
+        idle: the same kernels at idle.
+        time_slicing: the co-tenant's time slicing on a GPU (:func:`time_slicing_of`); None on the CPU.
+
+    Returns:
+        The :class:`Sums` of one model under one load.
+    """
     return Sums(
         median_ms=sum(p.median_ms for p in predictions),
         mean_ms=sum(p.mean_ms for p in predictions),
@@ -306,7 +346,14 @@ def kernel_sums(predictions: list[KernelPrediction], load_util: float, idle: lis
         view_idle_ms=sum(p.mean_ms for p in idle if p.family in VIEW_FAMILIES),
         view_mean_ms=sum(p.mean_ms for p in predictions if p.family in VIEW_FAMILIES),
         idle_kernel_ms=tuple(p.mean_ms for p in idle if p.family not in VIEW_FAMILIES),
+        time_slicing=time_slicing,
     )
+
+
+def time_slicing_of(ep: str) -> TimeSlicing | None:
+    """The time slicing measured on the GPU (``results/gpu-general/wait_study.json``) for the CUDA EP;
+    None for the CPU EP, whose sharing the fitted load terms describe."""
+    return TimeSlicing() if ep == "cuda" else None
 
 
 def model_sums(
@@ -314,7 +361,8 @@ def model_sums(
 ) -> tuple[Sums, list[KernelPrediction]]:
     """Kernel predictions under ``load`` and the sums composition needs (with the idle sum)."""
     predictions, idle = predict_kernels_under(regressor, kernels, [load, idle_load(regressor, load)])
-    return kernel_sums(predictions, float(load[regressor.load_fields[0]]), idle), predictions
+    util = float(load[regressor.load_fields[0]])
+    return kernel_sums(predictions, util, idle, time_slicing_of(regressor.ep)), predictions
 
 
 def predict_model(
@@ -350,7 +398,7 @@ def predict_model_under(
     out = []
     for i, (load, load_source) in enumerate(loads):
         predictions, idle = predicted[i], predicted[len(loads) + i]
-        sums = kernel_sums(predictions, float(load[regressor.load_fields[0]]), idle)
+        sums = kernel_sums(predictions, float(load[regressor.load_fields[0]]), idle, time_slicing_of(regressor.ep))
         out.append(
             _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, kernels)
         )

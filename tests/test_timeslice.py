@@ -1,0 +1,77 @@
+"""The time-slicing wait model (learn.timeslice) and its composition term."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hase_dagster.learn.predict import Composition, Sums, time_slicing_of
+from hase_dagster.learn.timeslice import TimeSlicing, fit_time_slicing
+
+SLICING = TimeSlicing(burst_ms=1.0, slice_ms=2.0, period_ms=20.0, saturated_util=100.0)
+
+
+@pytest.mark.parametrize("gpu_ms", [0.1, 0.9, 1.5, 3.0, 9.0])
+def test_a_saturating_co_tenant_costs_a_burst_per_slice_boundary(gpu_ms):
+    times = SLICING.run_times(gpu_ms, busy_share=1.0)
+    expected = gpu_ms + 1.0 * (1 + math.floor(gpu_ms / 2.0))
+    assert np.allclose(times, expected)
+
+
+def test_no_co_tenant_no_wait_and_more_load_more_wait():
+    assert SLICING.expected_wait(2.0, 0.0) == (0.0, 0.0)
+    waits = [SLICING.expected_wait(0.3, util)[0] for util in (25, 50, 75, 100)]
+    assert all(a < b for a, b in zip(waits, waits[1:]))
+    # Short runs in the co-tenant's idle part wait nothing: at half load the mean is well under half
+    # of the saturated wait (runs are counted, not time).
+    assert waits[1] < 0.5 * waits[3]
+
+
+def test_busy_share_reads_utilisation_against_a_saturated_reading():
+    slicing = TimeSlicing(saturated_util=95.0)
+    assert slicing.busy_share(95.0) == 1.0
+    assert slicing.busy_share(47.5) == pytest.approx(0.5)
+    assert slicing.busy_share(float("nan")) == 0.0
+
+
+def test_fit_recovers_burst_and_slice():
+    idle = np.array([0.1, 0.5, 0.9, 1.7, 3.3, 6.0, 9.8])
+    loaded = idle + 0.8 * (1 + np.floor(idle / 1.5))
+    fitted = fit_time_slicing(zip(idle, loaded))
+    assert fitted.burst_ms == pytest.approx(0.8)
+    assert fitted.slice_ms == pytest.approx(1.5)
+    with pytest.raises(ValueError):
+        fit_time_slicing([])
+
+
+def test_committed_wait_study_gives_the_default_slicing():
+    study = json.loads((Path(__file__).parents[1] / "results/gpu-general/wait_study.json").read_text())
+    idle = {c["model"]: c["mean_ms"] for c in study["cells"] if c["level"] == 0}
+    saturated = [(idle[c["model"]], c["mean_ms"]) for c in study["cells"] if c["level"] == 1.0]
+    fitted = fit_time_slicing(saturated)
+    default = TimeSlicing()
+    assert abs(fitted.burst_ms - default.burst_ms) <= 0.1
+    assert abs(fitted.slice_ms - default.slice_ms) <= 0.5
+
+
+def test_composition_learns_the_wait_of_small_models_under_load():
+    slicing = TimeSlicing()
+    points = []
+    for idle in (0.1, 0.3, 1.0, 2.5, 6.0, 12.0):
+        for util in (0.0, 45.0, 95.0):
+            sums = Sums(0, idle, idle, 20, util, idle_mean_ms=idle, time_slicing=slicing)
+            truth = idle + slicing.expected_wait(idle, util)[0]
+            points.append((sums, truth, truth))
+    fitted = Composition.fit(points)
+    small = Sums(0, 0.09, 0.09, 10, 95.0, idle_mean_ms=0.09, time_slicing=slicing)
+    # A 0.09 ms model pays about a whole burst under full load: 1.07 ms measured on the H100.
+    assert fitted.apply(small)[0] == pytest.approx(0.09 + slicing.expected_wait(0.09, 95.0)[0], rel=0.05)
+    assert fitted.apply(small)[0] > 0.9
+
+
+def test_the_cpu_ep_has_no_time_slicing_term():
+    assert time_slicing_of("cpu") is None
+    assert Sums(0, 1.0, 1.0, 5, 90.0, idle_mean_ms=1.0).values(0.0)["timeslice_wait"] == 0.0
+    assert time_slicing_of("cuda") == TimeSlicing()
