@@ -50,13 +50,18 @@ class ServedModel(_Strict):
 
 
 class Cotenant(_Strict):
-    """The co-tenant's time slices: while it holds the device a run waits up to ``slice_ms``.
+    """The co-tenant's time slices: busy the first share of every ``period_ms``, it makes a run that
+    finds it busy wait ``burst_ms``, and again after every ``slice_ms`` of the run's own work.
 
-    ``share`` maps a stress level to the fraction of time the co-tenant wants the device; a level
-    not listed uses the level itself (the stressor's duty cycle).
+    The defaults are the H100's, measured against the project's stressor
+    (``hase_dagster.learn.timeslice``, ``results/gpu-general/wait_study.json``). ``share`` maps a
+    stress level to the co-tenant's busy share; a level not listed uses the level itself (the
+    stressor's duty cycle).
     """
 
-    slice_ms: PositiveFloat = 2.0
+    burst_ms: PositiveFloat = 0.95
+    slice_ms: PositiveFloat = 1.75
+    period_ms: PositiveFloat = 20.0
     share: dict[float, Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=dict)
 
     def share_at(self, level: float) -> float:

@@ -161,6 +161,7 @@ class Plan:
     device: str
     cotenant_share: float
     slice_ms: float
+    burst_ms: float
     models: list[ModelPlan]
     candidates_simulated: int
     seconds: float
@@ -172,6 +173,12 @@ class Plan:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def service_time(spec: PlanSpec, exec_time: ExecTime, share: float) -> ServiceTime:
+    """Batch times under the plan's load, with its co-tenant's bursts and slices."""
+    co = spec.cotenant
+    return ServiceTime(exec_time, spec.load, share, co.burst_ms, co.slice_ms, co.period_ms)
 
 
 def _sim_models(spec: PlanSpec) -> list[SimModel]:
@@ -229,7 +236,7 @@ def plan(spec: PlanSpec, exec_time: ExecTime, share: float = 0.0, passes: int = 
         The plan, with the simulated p50/p90/p99, attainment and utilisation of each model.
     """
     started = time.perf_counter()
-    service = ServiceTime(exec_time, spec.load, share, spec.cotenant.slice_ms)
+    service = service_time(spec, exec_time, share)
     search_s = _seconds_for(spec, SEARCH_REQUESTS, spec.search_seconds)
     configs = {m.name: BatchingConfig(1, 0.0, m.priority) for m in spec.models}
     best_score = _score(spec, evaluate(spec, configs, service, search_s, spec.seed))
@@ -272,7 +279,10 @@ def plan(spec: PlanSpec, exec_time: ExecTime, share: float = 0.0, passes: int = 
                 exec_mean_ms=service.mean_ms(model.name, config.max_batch),
             )
         )
-    return Plan(spec.load, spec.device, share, spec.cotenant.slice_ms, models, simulated, time.perf_counter() - started)
+    seconds = time.perf_counter() - started
+    return Plan(
+        spec.load, spec.device, share, spec.cotenant.slice_ms, spec.cotenant.burst_ms, models, simulated, seconds
+    )
 
 
 def simulate_configs(
@@ -289,7 +299,7 @@ def simulate_configs(
     run of ``seconds`` of arrivals, with ``drain_s`` to finish (default: the planner's), should see
     (a short overloaded run's tail depends on its length). Shares, goodput and utilization are pooled
     over ``repeats`` independent runs; latency quantiles are the median of the runs' own."""
-    service = ServiceTime(exec_time, spec.load, share, spec.cotenant.slice_ms)
+    service = service_time(spec, exec_time, share)
     return simulate_service(spec, configs, service, seconds, seed, drain_s, repeats)
 
 
@@ -363,7 +373,8 @@ def plan_markdown(result: Plan) -> str:
     """The plan as a markdown table."""
     head = (
         f"Serving plan under `{result.load}` on {result.device} (co-tenant share {result.cotenant_share:.2f}, "
-        f"slice {result.slice_ms:g} ms); {result.candidates_simulated} configurations simulated in "
+        f"burst {result.burst_ms:g} ms, slice {result.slice_ms:g} ms); {result.candidates_simulated} "
+        "configurations simulated in "
         f"{result.seconds:.1f} s.\n\n"
         "| model | priority | SLO | rate/s | batch | delay ms | attainable | p50 ms | p90 ms | p99 ms "
         "| in SLO | device util | mean batch |\n"

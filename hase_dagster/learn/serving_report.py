@@ -89,7 +89,7 @@ def serving_report(path: Path) -> str:
             f"{first['rates_per_s'][n] / first['rate_scale']:g}/s at rate scale 1)"
             for n in models
         )
-        + f". Co-tenant slice {first['slice_ms']:g} ms in the simulation.",
+        + f". Co-tenant in the simulation: burst {first.get('burst_ms', '-')} ms, slice {first['slice_ms']:g} ms.",
         "",
         "## Per scenario and configuration",
         "",

@@ -8,10 +8,12 @@ What it models, in the order a request meets it:
 - **Priority between models:** one device runs one batch at a time; when it is free it takes the
   ready batch of the highest-priority model (1 is highest), the oldest head request among equals.
 - **Execution and the co-tenant's time slices:** a batch's time comes from an ``ExecTime`` source
-  (Hase's predictions) at idle and under the load. While the co-tenant holds the device (a share of
-  the time) a run first waits for the rest of its slice (uniform in ``[0, slice_ms]``); the rest of
-  the predicted slowdown stretches the run. So a back-to-back run's mean equals the prediction under
-  load, and latency is bimodal as measured under time slicing.
+  (Hase's predictions) at idle and under the load. The co-tenant is busy the first ``share`` of every
+  period (the stressor's duty cycle); a run that starts in the busy part waits out its burst, and
+  waits another after every slice of its own work there (:func:`cotenant_run_ms`, the schedule
+  :mod:`hase_dagster.learn.timeslice` measured on the H100). The rest of the predicted slowdown
+  stretches the work. So a run's mean stays the prediction under load, and latency is bimodal, as
+  measured under time slicing.
 
 Requests not finished ``drain_s`` after the last arrival count as missed (infinite latency). Times
 inside the simulation are milliseconds.
@@ -47,22 +49,74 @@ class SimModel:
     percentile: int = 99
 
 
+def cotenant_run_ms(
+    work_ms: float, start_ms: float, share: float, burst_ms: float, slice_ms: float, period_ms: float
+) -> float:
+    """The wall time of ``work_ms`` of device work started at ``start_ms`` against a co-tenant busy
+    the first ``share`` of every ``period_ms`` (the stressor's duty cycle; its period starts at 0).
+
+    The schedule is :mod:`hase_dagster.learn.timeslice`'s, measured on the H100: a run that finds
+    the co-tenant busy waits out its burst, and after every slice of its own work inside the busy part
+    it waits another burst; in the idle part it runs undisturbed.
+    """
+    busy = min(max(share, 0.0), 1.0) * period_ms
+    if busy <= 0 or work_ms <= 0:
+        return max(work_ms, 0.0)
+    eps = 1e-9
+    t, left, waited = start_ms, work_ms, False
+    always_busy = busy >= period_ms
+    while left > eps:
+        phase = t % period_ms
+        if period_ms - phase < eps:
+            phase = 0.0
+        if always_busy or phase < busy - eps:
+            if not waited:
+                t += burst_ms
+                waited = True
+                continue
+            step = min(left, slice_ms)
+            left -= step
+            t += step
+            if left > eps and (always_busy or (t % period_ms) < busy - eps):
+                t += burst_ms
+        else:
+            step = min(left, period_ms - phase)
+            left -= step
+            t += step
+            waited = False
+    return t - start_ms
+
+
 @dataclass(frozen=True)
 class ServiceTime:
     """Samples a batch's execution time under ``load`` (see the module docstring).
 
-    ``share`` is the co-tenant's share of device time, ``slice_ms`` its slice length.
+    ``share`` is the co-tenant's share of each ``period_ms``; ``burst_ms`` and ``slice_ms`` its burst
+    and the slice a run keeps (:func:`cotenant_run_ms`).
     """
 
     exec_time: ExecTime
     load: str = IDLE_LOAD
     share: float = 0.0
-    slice_ms: float = 2.0
-    _cache: dict[tuple[str, int], tuple[float, float, float]] = field(default_factory=dict, compare=False)
+    burst_ms: float = 0.95
+    slice_ms: float = 1.75
+    period_ms: float = 20.0
+    _cache: dict[tuple[str, int], tuple[float, float, float, float]] = field(default_factory=dict, compare=False)
 
-    def parameters(self, model: str, batch: int) -> tuple[float, float, float]:
-        """(shift, exponential scale, stretch) of ``model`` at ``batch``: a run takes
-        ``stretch * (shift + Exp(scale)) + wait``."""
+    def _mean_wait(self, work_ms: float) -> float:
+        """The mean wait of a run of ``work_ms`` started at a uniformly random phase."""
+        if self.share <= 0:
+            return 0.0
+        starts = np.linspace(0.0, self.period_ms, 64, endpoint=False)
+        return float(np.mean([self.run_ms(work_ms, t) for t in starts])) - work_ms
+
+    def run_ms(self, work_ms: float, start_ms: float) -> float:
+        """The wall time of ``work_ms`` of work started at ``start_ms`` (ms of the simulation)."""
+        return cotenant_run_ms(work_ms, start_ms, self.share, self.burst_ms, self.slice_ms, self.period_ms)
+
+    def parameters(self, model: str, batch: int) -> tuple[float, float, float, float]:
+        """(shift, exponential scale, stretch, mean wait) of ``model`` at ``batch``: a run does
+        ``stretch * (shift + Exp(scale))`` of work, then waits for the co-tenant as it falls."""
         key = (model, batch)
         if key not in self._cache:
             idle_mean, idle_p90 = self.exec_time(model, batch, IDLE_LOAD)
@@ -70,26 +124,23 @@ class ServiceTime:
             if not (idle_mean > 0 and math.isfinite(idle_mean) and math.isfinite(loaded_mean)):
                 raise HaseError(f"no usable execution time for {model} at batch {batch}: {idle_mean} ms")
             scale = min(max(idle_p90 - idle_mean, 0.0) / _EXP_P90_OVER_MEAN, idle_mean)
-            stretch = max(1.0, (loaded_mean - self.mean_wait_ms) / idle_mean)
-            self._cache[key] = (idle_mean - scale, scale, stretch)
+            # The predicted slowdown under load, less what the co-tenant's bursts explain, stretches the
+            # work itself (e.g. memory bandwidth shared with the co-tenant).
+            wait = self._mean_wait(idle_mean)
+            stretch = max(1.0, (loaded_mean - wait) / idle_mean)
+            self._cache[key] = (idle_mean - scale, scale, stretch, self._mean_wait(stretch * idle_mean))
         return self._cache[key]
-
-    @property
-    def mean_wait_ms(self) -> float:
-        """The mean wait for the co-tenant's slice at the start of a run."""
-        return self.share * self.slice_ms / 2.0
 
     def mean_ms(self, model: str, batch: int) -> float:
         """A run's mean time under the load."""
-        shift, scale, stretch = self.parameters(model, batch)
-        return stretch * (shift + scale) + self.mean_wait_ms
+        shift, scale, stretch, wait = self.parameters(model, batch)
+        return stretch * (shift + scale) + wait
 
-    def sample(self, model: str, batch: int, rng: np.random.Generator) -> float:
-        """One run's time (ms)."""
-        shift, scale, stretch = self.parameters(model, batch)
-        run = shift + (rng.exponential(scale) if scale > 0 else 0.0)
-        wait = rng.uniform(0.0, self.slice_ms) if self.share > 0 and rng.random() < self.share else 0.0
-        return stretch * run + wait
+    def sample(self, model: str, batch: int, rng: np.random.Generator, now_ms: float = 0.0) -> float:
+        """One run's time (ms) when it starts at ``now_ms``."""
+        shift, scale, stretch, _ = self.parameters(model, batch)
+        work = stretch * (shift + (rng.exponential(scale) if scale > 0 else 0.0))
+        return self.run_ms(work, now_ms)
 
 
 @dataclass(frozen=True)
@@ -100,8 +151,8 @@ class EmpiricalServiceTime:
 
     samples: dict[str, dict[int, list[float]]]
 
-    def sample(self, model: str, batch: int, rng: np.random.Generator) -> float:
-        """One run's time (ms)."""
+    def sample(self, model: str, batch: int, rng: np.random.Generator, now_ms: float = 0.0) -> float:
+        """One run's time (ms); measured times already hold the co-tenant's waits (``now_ms`` unused)."""
         by_batch = self.samples.get(model)
         if not by_batch:
             raise HaseError(f"no measured batch times for {model}")
@@ -206,6 +257,8 @@ def simulate(
         Each model's outcome, by name.
     """
     rng = np.random.default_rng(seed)
+    # Where in the co-tenant's duty cycle the simulation starts.
+    phase = float(rng.uniform(0.0, getattr(service, "period_ms", 20.0)))
     env = simpy.Environment()
     queues: dict[str, deque[float]] = {m.name: deque() for m in models}
     latencies: dict[str, list[float]] = {m.name: [] for m in models}
@@ -240,7 +293,7 @@ def simulate(
             if name is not None:
                 queue = queues[name]
                 taken = [queue.popleft() for _ in range(min(configs[name].max_batch, len(queue)))]
-                run_ms = service.sample(name, len(taken), rng)
+                run_ms = service.sample(name, len(taken), rng, env.now + phase)
                 yield env.timeout(run_ms)
                 latencies[name].extend(env.now - t for t in taken)
                 batches[name].append(len(taken))

@@ -267,6 +267,7 @@ def serve_bench(spec: PlanSpec, settings: BenchSettings, out_dir: Path, data_roo
                         "wall_seconds": wall_s,
                         "cotenant_share": share,
                         "slice_ms": spec.cotenant.slice_ms,
+                        "burst_ms": spec.cotenant.burst_ms,
                     }
                     _append_requests(requests_path, run_id, records)
                     with runs_path.open("a") as handle:

@@ -9,7 +9,8 @@
 # Settings (environment; GPU defaults): DEVICE (cuda), CNN (resnet18), ENC (encoder_base), CNN_SLO_MS (10),
 # ENC_SLO_MS (20), CNN_RATE (300), ENC_RATE (150), BATCHES ("1 4 8 16 32"), LEVELS ("0 1 0.5"),
 # SCALES (0.5,1,2.5), DURATION (2 s per run), DRAIN (1 s), GRID ("1,8,32"), GRID_DELAYS (0),
-# GRID_SCALES (2.5), GRID_LEVELS (0,1), SLICE_MS (2: the co-tenant's time slice), THREADS (1),
+# GRID_SCALES (2.5), GRID_LEVELS (0,1), BURST_MS and SLICE_MS (0.95 and 1.75: the co-tenant's burst
+# and the slice a run keeps, as hase_dagster.learn.timeslice measured them on the H100), THREADS (1),
 # PREDICTOR (a predictor bundle, default h100: the shipped results/bundles/h100, no CUDA analysis
 # needed; PREDICTOR= (empty) uses the data directory's predictor instead: from .gpuhost/serving/hd when
 # carried, else trained here from results/gpu-general/tables), BUNDLES (7), WORK (/tmp/serving).
@@ -63,7 +64,7 @@ cat > "$work/plan.yaml" <<EOF
 device: $device
 load: level=0.0
 batch_sizes: [$batches]
-cotenant: {slice_ms: ${SLICE_MS:-2}}
+cotenant: {burst_ms: ${BURST_MS:-0.95}, slice_ms: ${SLICE_MS:-1.75}}
 ${predictor:+predictor: $predictor}
 models:
   - {name: cnn, path: models/$cnn.onnx, slo_ms: ${CNN_SLO_MS:-10}, percentile: 99, priority: 1, rate_per_s: ${CNN_RATE:-300}}
