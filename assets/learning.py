@@ -176,7 +176,8 @@ def evaluation_report(context: dg.AssetExecutionContext, hase: HaseResource) -> 
 
 
 @dg.asset(
-    deps=[latency_regressor],
+    # fusion_rules (assets.static_detection) by key: the bundle carries the rules that asset writes.
+    deps=[latency_regressor, dg.AssetKey("fusion_rules")],
     group_name=GROUP,
     pool=POOL,
     kinds={"xgboost", "json"},
