@@ -103,6 +103,19 @@ def test_the_evaluation_plot_fits_the_ui_metadata_dialog(trained: dict) -> None:
     assert metadata["plot"].value.endswith("evaluation.png")
 
 
+def test_predictor_bundle_asset_writes_a_bundle_that_predicts_as_its_predictor(trained: dict) -> None:
+    from hase_dagster.learn.bundles import read_bundle
+
+    result = trained["result"]
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert checks["bundle_predicts_as_its_predictor"]
+    folder = Path(result.asset_materializations_for_node("predictor_bundle")[0].metadata["path"].value)
+    bundle = read_bundle(folder)
+    assert folder.parent == trained["hase"].paths().bundles and bundle.ep == "cpu"
+    assert sorted(bundle.levels) == [0.0, 0.5]
+    assert bundle.document["provenance"]["training"]["never_seen"] == {"squeezenet1_1": "dense_concat"}
+
+
 def test_held_out_model_is_measured_but_never_trained_on(trained: dict) -> None:
     store = trained["hase"].warehouse()
     only_held_out = store.query(
