@@ -12,6 +12,7 @@ other reader, so a match must keep them private too.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -23,8 +24,11 @@ from onnx import helper, numpy_helper, shape_inference
 from onnx.reference import ReferenceEvaluator
 
 from hase_dagster.analysis.graph import TensorInfo, attribute_values, name_all_nodes
-from hase_dagster.core.dtypes import ort_name_of_onnx_type
+from hase_dagster.core.dtypes import ort_name_of_onnx_type as _ort_name_uncached
 from hase_dagster.core.errors import HaseError
+
+# numpy's dtype lookup behind it is slow, and a model has thousands of tensors of few types.
+ort_name_of_onnx_type = functools.lru_cache(maxsize=64)(_ort_name_uncached)
 
 # Initializers up to this many elements keep their values for shape inference (Reshape targets,
 # Slice bounds); larger ones (weights) are passed as typed inputs, so inference does not copy them.
