@@ -44,6 +44,8 @@ MIN_PRECISION = 0.5
 # Condition features in order of preference: attributes and ranks explain ORT's checks better
 # than exact shapes, which only serve where nothing else separates the cases.
 FEATURE_PREFERENCE = ("a", "rank", "dtype", "readers", "shape")
+# Block sizes ORT's layouts round channel counts up to (NCHWc: 8 with AVX2, 16 with AVX-512).
+ROUND_UP_MULTIPLES = (8, 16)
 
 
 @dataclass
@@ -236,6 +238,25 @@ def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool
                 if chosen:
                     break
         if chosen is None:
+            # A dimension rounded up to a multiple (NCHWc pads channels to its block size).
+            for ref in ordered:
+                rank = len(refs0[ref].shape)
+                for dd in [0, *range(-1, -rank, -1)][:rank]:
+                    for multiple in ROUND_UP_MULTIPLES:
+                        if all(
+                            ref in refs
+                            and -len(refs[ref].shape) <= dd < len(refs[ref].shape)
+                            and d < len(t.shape)
+                            and _round_up(refs[ref].shape[dd], multiple) == t.shape[d]
+                            for refs, t, _ in samples
+                        ):
+                            chosen = ["ceil", ref, dd, multiple]
+                            break
+                    if chosen:
+                        break
+                if chosen:
+                    break
+        if chosen is None:
             common = Counter(t.shape[d] for _, t, _ in samples if d < len(t.shape)).most_common(1)
             chosen = ["lit", common[0][0] if common else value]
         dims.append(chosen)
@@ -248,6 +269,10 @@ def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool
         "dims": dims,
         "weight": sum(1 for *_, w in samples if w) * 2 > len(samples),
     }
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
 
 
 def _leading_product(tensor: TensorInfo, count: int) -> int:
@@ -298,6 +323,12 @@ def render_tensor(template: dict[str, Any], refs: dict[str, TensorInfo]) -> Tens
             dims.append(refs[entry[1]].shape[entry[2]])
         elif entry[0] == "prod" and entry[1] in refs:
             dims.append(_leading_product(refs[entry[1]], entry[2]))
+        elif (
+            entry[0] == "ceil"
+            and entry[1] in refs
+            and -len(refs[entry[1]].shape) <= entry[2] < len(refs[entry[1]].shape)
+        ):
+            dims.append(_round_up(refs[entry[1]].shape[entry[2]], entry[3]))
         else:
             dims.append(entry[1] if entry[0] == "lit" else -1)
     name_source = template["name"]
