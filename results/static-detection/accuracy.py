@@ -1,10 +1,10 @@
 """Whole-model predictions from statically detected kernels against predictions from the
 fingerprinted kernels, on the same cases, both scored against the measured latency.
 
-CUDA: the predictor is trained here from the committed H100 tables (as `hase evaluate-tables`
-does: held-out models never seen), the static kernels come from the rules of
-cuda_agreement.py (learned without the held-out models). CPU: the predictor is trained from a
-CPU `make run` warehouse and its catalogs.
+CUDA: the predictor of the shipped H100 bundle (`results/bundles/h100`, trained on the committed
+H100 tables; held-out models never seen); the static kernels come from the rules of
+cuda_agreement.py (learned without the held-out models). CPU: the predictor a CPU `make run`
+trained in DATA_DIR, with its warehouse and catalogs.
 
 Usage: .venv/bin/python results/static-detection/accuracy.py cuda
        .venv/bin/python results/static-detection/accuracy.py cpu DATA_DIR
@@ -27,7 +27,7 @@ from hase_dagster.analysis.static_detect import detect_in_model
 from hase_dagster.learn.bundles import loads_by_level
 from hase_dagster.learn.predict import predict_model
 from hase_dagster.learn.reports import import_tables
-from hase_dagster.learn.training import train_predictor
+from hase_dagster.learn.training import Predictor
 from warehouse.store import Warehouse
 
 HERE = Path(__file__).parent
@@ -37,8 +37,9 @@ def score(frame: pd.DataFrame, column: str) -> float:
     return float((100 * (frame[column] - frame["measured_ms"]).abs() / frame["measured_ms"]).mean())
 
 
-def run(store: Warehouse, ep: str, cases: dict[str, tuple[onnx.ModelProto, list]], rules: FusionRules) -> dict:
-    predictor = train_predictor(store, ep)
+def run(
+    store: Warehouse, ep: str, cases: dict[str, tuple[onnx.ModelProto, list]], rules: FusionRules, predictor: Predictor
+) -> dict:
     loads = loads_by_level(store, ep)
     measured = store.query(
         "SELECT variant_id, stress_level, batch_size, mean_ms FROM model_benchmarks WHERE ep = ? AND status = 'ok'",
@@ -107,7 +108,9 @@ def main() -> None:
         cases = {r.variant_id: (ca.model_of(r), kernels[r.variant_id]) for r in files.itertuples()}
         rules = FusionRules.load(ca.RULES_FILE)
         with tempfile.TemporaryDirectory() as tmp:
-            report = run(import_tables(ca.TABLES, Path(tmp) / "t.duckdb"), "cuda", cases, rules)
+            # The shipped H100 bundle's predictor (trained on these tables, held-out models never seen).
+            predictor = Predictor.load(Path("results/bundles/h100/predictor"))
+            report = run(import_tables(ca.TABLES, Path(tmp) / "t.duckdb"), "cuda", cases, rules, predictor)
     else:
         data = Path(sys.argv[2])
         cases = {}
@@ -121,7 +124,9 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             copy = Path(tmp) / "hase.duckdb"
             copy.write_bytes((data / "hase.duckdb").read_bytes())
-            report = run(Warehouse(copy), "cpu", cases, rules)
+            # The predictor the CPU profile's `make run` trained on that data directory.
+            predictor = Predictor.load(data / "regressors" / "cpu" / "predictor")
+            report = run(Warehouse(copy), "cpu", cases, rules, predictor)
     (HERE / f"{ep}_accuracy.json").write_text(json.dumps(report, indent=1))
     print(json.dumps(report["summary"], indent=1))
 
