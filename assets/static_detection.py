@@ -1,6 +1,8 @@
 """Fusion rules of the profile's execution provider, learned from the kernel catalog, and the
 check that the kernel lists they derive agree with the fingerprinted ones."""
 
+import json
+
 import dagster as dg
 import onnx
 import onnxruntime
@@ -38,6 +40,14 @@ def fusion_rules(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Ma
     target = rules.save(paths.root / "fusion_rules" / f"{ep}-ort{version}.fusion_rules.json")
     agreements = [compare_kernels(v, k, detect_kernels(p, rules, v).kernels) for v, p, k in cases]
     passed, report = agreement_check(agreements)
+    # Every disagreement goes to a file beside the rules; the check's metadata keeps counts (a
+    # failed check's metadata is printed by `hase materialize`).
+    report_path = target.with_suffix(".agreement.json")
+    report_path.write_text(json.dumps(report, indent=1))
+    counts = {
+        variant: {side: len(kernels) for side, kernels in sides.items()}
+        for variant, sides in report["disagreements"].items()
+    }
     context.log.info(f"{len(rules.rules)} rules; rule-derived kernels identical: {report['share']:.1%}")
     return dg.MaterializeResult(
         metadata={"path": str(target), "rules": len(rules.rules), "variants": len(cases), "ort_version": version},
@@ -47,7 +57,8 @@ def fusion_rules(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Ma
                 passed=passed,
                 metadata={
                     "identical_share": report["share"],
-                    "disagreements": dg.MetadataValue.json(report["disagreements"]),
+                    "disagreeing_kernels": dg.MetadataValue.json(counts),
+                    "report": str(report_path),
                 },
             )
         ],
