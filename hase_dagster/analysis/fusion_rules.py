@@ -129,6 +129,10 @@ def features(view: GraphView, group: list[int]) -> dict[str, str]:
         node = view.nodes[node_index]
         for name, value in view.attributes(node_index).items():
             out[f"{k}.a.{name}"] = json.dumps(value, sort_keys=True)
+        order = input_order(view, group, k)
+        if order != sorted(order):
+            # Which of a commutative op's inputs the pattern feeds (ORT fuses only one side).
+            out[f"{k}.a._swapped"] = "true"
         for slot, actual in enumerate(input_order(view, group, k)):
             name = node.input[actual]
             if not name:

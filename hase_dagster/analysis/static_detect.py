@@ -7,6 +7,7 @@ Ops no rule covers stay as one unfused kernel each and are listed in ``coverage`
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from collections import Counter
@@ -209,6 +210,7 @@ def detect_in_model(
         kernel.order = order
         if hasattr(kernel, "_static_rule"):
             del kernel._static_rule
+    _wire(kernels)
     live = len(view.live)
     coverage = {
         "original_ops": live,
@@ -222,6 +224,29 @@ def detect_in_model(
         "seconds": time.perf_counter() - started,
     }
     return StaticDetection(kernels=kernels, coverage=coverage)
+
+
+def _wire(kernels: list[Kernel]) -> None:
+    """Make the kernels' tensors a DAG in list order, in place: an output whose name an earlier
+    kernel already wrote or read (a reshape ORT added keeps its input's name in the templates)
+    gets a new name, and later readers of that name read the newest writer. Node names are
+    made unique the same way."""
+    newest: dict[str, str] = {}
+    seen: set[str] = set()
+    nodes: set[str] = set()
+    for kernel in kernels:
+        kernel.inputs = [dataclasses.replace(t, name=newest.get(t.name, t.name)) for t in kernel.inputs]
+        seen.update(t.name for t in kernel.inputs)
+        outputs = []
+        for tensor in kernel.outputs:
+            name = tensor.name if tensor.name not in seen else f"{tensor.name}#{kernel.order}"
+            newest[tensor.name] = name
+            seen.add(name)
+            outputs.append(dataclasses.replace(tensor, name=name))
+        kernel.outputs = outputs
+        if kernel.node_name in nodes:
+            kernel.node_name = f"{kernel.node_name}#{kernel.order}"
+        nodes.add(kernel.node_name)
 
 
 def _chain_sources(
