@@ -14,6 +14,7 @@ from hase_dagster.analysis.model_dag import (
     save_dag,
     sequential_latency,
 )
+from hase_dagster.core.errors import HaseError
 
 
 def _kernel(order: int, name: str, inputs: list[str], outputs: list[str]) -> Kernel:
@@ -48,7 +49,7 @@ def test_diamond_dag_sequential_and_critical_path(tmp_path: Path) -> None:
     assert critical_path(dag, cost) == (7.0, ["a", "b", "d"])
     # Without networkx, in any order of the kernels, the same length; a cycle is refused.
     assert critical_path_ms(kernels[::-1], {"a": 1.0, "b": 5.0, "c": 2.0, "d": 1.0}) == 7.0
-    with pytest.raises(ValueError, match="cycle"):
+    with pytest.raises(HaseError, match="cycle"):
         critical_path_ms([_kernel(0, "a", ["t2"], ["t1"]), _kernel(1, "b", ["t1"], ["t2"])], {"a": 1.0, "b": 1.0})
     loaded = load_dag(save_dag(dag, tmp_path / "dag.json"))
     assert set(loaded.edges) == set(dag.edges) and loaded.graph["sequential_order"] == ["a", "b", "c", "d"]

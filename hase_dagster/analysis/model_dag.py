@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.costs import tensor_bytes
+from hase_dagster.core.errors import HaseError
 
 if TYPE_CHECKING:  # imported where a DAG is built: a prediction needs only critical_path_ms
     import networkx as nx
@@ -98,7 +99,11 @@ def load_dag(path: str | os.PathLike[str]) -> nx.DiGraph:
 def critical_path_ms(kernels: list[Kernel], latency: Mapping[str, float]) -> float:
     """The length :func:`critical_path` gives for :func:`build_dag` of ``kernels`` with
     ``latency[node_name]`` per kernel, computed without building a networkx graph (a prediction
-    pays neither its import nor its construction)."""
+    pays neither its import nor its construction).
+
+    Raises:
+        HaseError: the kernels' tensors form a cycle (a faulty kernel list), so no path exists.
+    """
     producer: dict[str, str] = {}
     for kernel in kernels:
         for tensor in kernel.outputs:
@@ -124,5 +129,6 @@ def critical_path_ms(kernels: list[Kernel], latency: Mapping[str, float]) -> flo
             if waiting[child] == 0:
                 ready.append(child)
     if len(finish) != len(parents):
-        raise ValueError("the kernel graph has a cycle")
+        stuck = sorted(node for node in parents if node not in finish)[:3]
+        raise HaseError(f"the kernel graph has a cycle (through {stuck}): no critical path")
     return max(finish.values(), default=0.0)

@@ -128,13 +128,20 @@ def main() -> int:
     parser.add_argument("--bundle", default="h100")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-cpu", action="store_true", help="skip the CPU measurements")
+    parser.add_argument(
+        "--only", default="", help="comma-separated models to measure again, replacing their cases in results.json"
+    )
     args = parser.parse_args()
+    only = [m for m in args.only.split(",") if m]
     missing = [m for m in ZOO + NEVER_SEEN if not (MODELS / f"{m}.onnx").exists()]
     if missing:
         print(f"missing models {missing}: run export_models.py first", file=sys.stderr)
         return 2
     h100 = h100_measurements(REPO / "results" / "gpu-general" / "tables")
     cases = [(m, 1) for m in ZOO + NEVER_SEEN] + [("vit_b_16", 64)]
+    previous = json.loads((HERE / "results.json").read_text()) if only else None
+    if only:
+        cases = [c for c in cases if c[0] in only]
     results: dict = {
         "device": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (the project's VM)",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -161,8 +168,15 @@ def main() -> int:
             case["cpu_measure"] = measure_cpu(model, batch)
         results["cases"].append(case)
         print(json.dumps({k: v for k, v in case.items() if k != "runs"}), flush=True)
-    results["sweeps"] = []
-    for name in ("resnet50", "vit_b_16"):
+    if previous is not None:
+        fresh = {(c["model"], c["batch_size"]): c for c in results["cases"]}
+        results["cases"] = [fresh.get((c["model"], c["batch_size"]), c) for c in previous["cases"]]
+        results["sweeps"] = previous["sweeps"]
+        results["remeasured"] = {"models": only, "date": results["date"]}
+        results["date"] = previous["date"]
+    else:
+        results["sweeps"] = []
+    for name in ("resnet50", "vit_b_16") if previous is None else ():
         runs = [predict(MODELS / f"{name}.onnx", SWEEP_BATCHES, SWEEP_LOADS, args.bundle) for _ in range(args.repeat)]
         results["sweeps"].append({"model": name, "batch_sizes": SWEEP_BATCHES, "loads": SWEEP_LOADS, "runs": runs})
         print(json.dumps({"sweep": name, "walls": [r["wall_s"] for r in runs]}), flush=True)
