@@ -117,3 +117,52 @@ def test_agreement_check_fails_when_lists_disagree(taught: tuple[Path, ModelAnal
     passed, report = agreement_check([compare_kernels("block", analysis.kernels, changed)])
     assert not passed
     assert len(report["disagreements"]["block"]["only_derived"]) == 2
+
+
+def test_fusion_rules_asset_checks_every_variant(
+    taught: tuple[Path, ModelAnalysis, FusionRules], tmp_path: Path
+) -> None:
+    """The asset learns from the catalog and its check compares the lists; a catalog edited to
+    disagree with what its rules give back (a kernel with other shapes) fails the check."""
+    import dagster as dg
+    import pandas as pd
+
+    from assets.static_detection import fusion_rules
+    from resources.hase import HaseResource
+
+    source, analysis, _ = taught
+    hase = HaseResource(data_directory=str(tmp_path / "data"), profile_name="cpu")
+    row = {
+        "model_name": "block",
+        "input_size": 16,
+        "batch_size": 1,
+        "path": str(source),
+        "size_bytes": source.stat().st_size,
+        "opset": 17,
+        "inputs_json": "{}",
+        "outputs_json": "{}",
+        "run_id": "test",
+        "created_at": pd.Timestamp("2026-11-23"),
+    }
+    frame = pd.DataFrame([{"variant_id": "block", **row}])
+    hase.warehouse().replace_partition("model_files", {"batch_size": 1}, frame)
+    catalog = hase.paths().catalogs("cpu") / "block.json"
+    catalog.parent.mkdir(parents=True)
+    document = analysis.catalog()
+    catalog.write_text(json.dumps(document, default=str))
+
+    def check() -> bool:
+        result = dg.materialize([fusion_rules], resources={"hase": hase})
+        (evaluation,) = result.get_asset_check_evaluations()
+        return evaluation.passed
+
+    assert check()
+    assert (tmp_path / "data" / "fusion_rules" / f"cpu-ort{onnxruntime.__version__}.fusion_rules.json").exists()
+    # Two variants, one of which disagrees with the other about the same graph: no rule set can
+    # reproduce both, so the check must fail.
+    document["kernels"][-1]["outputs"][0]["shape"] = [1, 8, 2, 2]
+    other = hase.paths().catalogs("cpu") / "block2.json"
+    other.write_text(json.dumps({**document, "variant_id": "block2"}, default=str))
+    frame = pd.DataFrame([{"variant_id": v, **row} for v in ("block", "block2")])
+    hase.warehouse().replace_partition("model_files", {"batch_size": 1}, frame)
+    assert not check()
