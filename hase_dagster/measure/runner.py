@@ -78,6 +78,7 @@ class ModelRunner:
         level: OptimizationLevel = "disable",
         feeds: dict[str, np.ndarray] | None = None,
         clock: Clock = "host",
+        exact: bool = False,
     ) -> None:
         self.path = Path(path)
         self.ep = ep
@@ -91,7 +92,8 @@ class ModelRunner:
 
             self._device_clock = DeviceClock()
         stream = self._device_clock.stream_handle if self._device_clock else None
-        self.session = make_session(self.path, ep, self.options, level=level, compute_stream=stream)
+        # exact: full fp32 products (no TF32 on the CUDA EP), for timings whose values are compared.
+        self.session = make_session(self.path, ep, self.options, level=level, compute_stream=stream, exact=exact)
         feeds = feeds if feeds is not None else load_inputs(self.path)
         self.feeds = feeds if feeds is not None else random_inputs(self.session)
         self._run = self._bind_on_device() if ep == "cuda" else self._run_on_host
