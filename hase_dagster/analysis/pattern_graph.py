@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
-from onnx.reference import ReferenceEvaluator
 
 from hase_dagster.analysis.graph import TensorInfo, attribute_values, name_all_nodes
 from hase_dagster.core.dtypes import ort_name_of_onnx_type as _ort_name_uncached
@@ -52,6 +51,8 @@ class GraphView:
     graph_outputs: set[str]
     by_op: dict[str, list[int]] = field(default_factory=dict)
     _attributes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # The structure this view was made from (shared by views at other batch sizes), if any.
+    structure: GraphStructure | None = None
 
     def attributes(self, index: int) -> dict[str, Any]:
         if index not in self._attributes:
@@ -129,6 +130,10 @@ def _evaluate(node: onnx.NodeProto, values: dict[str, np.ndarray], tensors: dict
         return [np.array(int(np.prod(shape.shape)), dtype=np.int64)]
     if any(name and name not in values for name in node.input):
         return None
+    # Imported here: building the reference runtime's op table takes tens of ms, and most models
+    # (static shapes) never need it.
+    from onnx.reference import ReferenceEvaluator
+
     try:
         evaluator = ReferenceEvaluator(node)
         return list(evaluator.run(None, {name: values[name] for name in node.input if name}))
@@ -136,18 +141,39 @@ def _evaluate(node: onnx.NodeProto, values: dict[str, np.ndarray], tensors: dict
         return None
 
 
-def _fold_and_infer(light: onnx.ModelProto, tensors: dict[str, TensorInfo]) -> dict[str, TensorInfo]:
+def _memo_key(index: int, node: onnx.NodeProto, values: dict[str, np.ndarray]) -> tuple[Any, ...] | None:
+    """What an evaluation of node ``index`` depends on: its input values; None when it depends on
+    more (Shape and Size read shapes) or cannot be evaluated (an input value is unknown)."""
+    if node.op_type in SHAPE_OP_TYPES or any(name and name not in values for name in node.input):
+        return None
+    return (index, *((values[n].dtype.str, values[n].shape, values[n].tobytes()) for n in node.input if n))
+
+
+def _fold_and_infer(
+    light: onnx.ModelProto,
+    tensors: dict[str, TensorInfo],
+    memo: dict[tuple[Any, ...], list | None] | None = None,
+) -> dict[str, TensorInfo]:
     """Shapes ONNX inference left unknown because they are computed at run time from other
     shapes (Shape -> Gather -> Concat -> Reshape): one pass in graph order that evaluates those
-    constant subgraphs on the shapes known so far and infers each op's outputs from them."""
+    constant subgraphs on the shapes known so far and infers each op's outputs from them.
+
+    ``memo`` keeps each evaluated node's outputs by its input values (dtype, shape, bytes): the
+    same graph at another batch size evaluates again only what depends on the batch."""
     values: dict[str, np.ndarray] = {init.name: numpy_helper.to_array(init) for init in light.graph.initializer}
     types: dict[str, onnx.TypeProto] = {value.name: value.type for value in light.graph.input}
     for init in light.graph.initializer:
         types[init.name] = helper.make_tensor_type_proto(init.data_type, list(init.dims))
     opsets = {o.domain or "ai.onnx": o.version for o in light.opset_import}
     out = dict(tensors)
-    for node in light.graph.node:
-        results = _evaluate(node, values, out)
+    for index, node in enumerate(light.graph.node):
+        key = _memo_key(index, node, values) if memo is not None else None
+        if key is not None and memo is not None:
+            if key not in memo:
+                memo[key] = _evaluate(node, values, out)
+            results = memo[key]
+        else:
+            results = _evaluate(node, values, out)
         if results is not None:
             for name, value in zip(node.output, results):
                 if name:
@@ -177,6 +203,114 @@ def _fold_and_infer(light: onnx.ModelProto, tensors: dict[str, TensorInfo]) -> d
     return out
 
 
+@dataclass
+class GraphStructure:
+    """What :func:`prepare` reads off a graph that no input shape changes: the copy without large
+    initializer values (nodes named), producers and consumers, constants and folded nodes. Views
+    at several batch sizes share it; only shapes are inferred again for each (see :meth:`view`).
+
+    ``matches`` is for callers that match patterns (pattern key -> node groups; matching reads
+    only the structure) and ``evaluations`` memoises the constant subgraphs' evaluations."""
+
+    light: onnx.ModelProto
+    symbolic_inputs: list[int]  # inputs of ``light`` whose leading dimension is not a number
+    nodes: list[onnx.NodeProto]
+    initializer_tensors: dict[str, TensorInfo]
+    producer: dict[str, tuple[int, int]]
+    consumers: dict[str, list[tuple[int, int]]]
+    constant: set[str]
+    folded: set[int]
+    initializers: set[str]
+    graph_inputs: list[str]
+    graph_outputs: set[str]
+    by_op: dict[str, list[int]]
+    attributes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    matches: dict[str, list[list[int]]] = field(default_factory=dict)
+    evaluations: dict[tuple[Any, ...], list | None] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, model: onnx.ModelProto, batch_size: int | None = None) -> GraphStructure:
+        """The structure of ``model`` (not modified); ``batch_size`` as :func:`prepare` takes it."""
+        light = _light_copy(model, batch_size)
+        name_all_nodes(light)
+        n_inputs = len([i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}])
+        symbolic = [
+            i
+            for i, value in enumerate(light.graph.input[:n_inputs])
+            if value.type.tensor_type.shape.dim and not value.type.tensor_type.shape.dim[0].dim_value
+        ]
+        initializers = {init.name for init in model.graph.initializer}
+        initializer_tensors = {
+            init.name: TensorInfo(init.name, ort_name_of_onnx_type(init.data_type), tuple(init.dims))
+            for init in model.graph.initializer
+        }
+        nodes = list(light.graph.node)
+        producer: dict[str, tuple[int, int]] = {}
+        for index, node in enumerate(nodes):
+            for slot, name in enumerate(node.output):
+                if name:
+                    producer[name] = (index, slot)
+        constant = set(initializers)
+        folded: set[int] = set()
+        for index, node in enumerate(nodes):
+            inputs = [name for name in node.input if name]
+            if node.op_type in SHAPE_OP_TYPES or node.op_type == "Constant" or all(n in constant for n in inputs):
+                folded.add(index)
+                constant.update(o for o in node.output if o)
+        consumers: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        by_op: dict[str, list[int]] = defaultdict(list)
+        for index, node in enumerate(nodes):
+            if index in folded:
+                continue
+            by_op[node.op_type].append(index)
+            for slot, name in enumerate(node.input):
+                if name:
+                    consumers[name].append((index, slot))
+        return cls(
+            light=light,
+            symbolic_inputs=symbolic,
+            nodes=nodes,
+            initializer_tensors=initializer_tensors,
+            producer=producer,
+            consumers=dict(consumers),
+            constant=constant,
+            folded=folded,
+            initializers=initializers,
+            graph_inputs=[i.name for i in model.graph.input if i.name not in initializers],
+            graph_outputs={o.name for o in model.graph.output},
+            by_op=dict(by_op),
+        )
+
+    def view(self, batch_size: int | None = None) -> GraphView:
+        """The graph view with every tensor's shape inferred, the inputs' symbolic leading
+        dimensions set to ``batch_size`` first when given (as ``BatchedModel.at`` sets them).
+
+        Raises:
+            HaseError: ONNX shape inference rejects the model.
+        """
+        if batch_size is not None:
+            for index in self.symbolic_inputs:
+                self.light.graph.input[index].type.tensor_type.shape.dim[0].dim_value = batch_size
+        tensors = _infer(self.light)
+        if any(any(d < 0 for d in t.shape) for t in tensors.values()):
+            tensors.update(_fold_and_infer(self.light, tensors, self.evaluations))
+        tensors.update(self.initializer_tensors)
+        return GraphView(
+            nodes=self.nodes,
+            tensors=tensors,
+            producer=self.producer,
+            consumers=self.consumers,
+            constant=self.constant,
+            folded=self.folded,
+            initializers=self.initializers,
+            graph_inputs=self.graph_inputs,
+            graph_outputs=self.graph_outputs,
+            by_op=self.by_op,
+            _attributes=self.attributes,
+            structure=self,
+        )
+
+
 def prepare(model: onnx.ModelProto, batch_size: int | None = None) -> GraphView:
     """Name every node as the analysis does, infer every tensor's shape, and mark folded nodes.
 
@@ -191,49 +325,7 @@ def prepare(model: onnx.ModelProto, batch_size: int | None = None) -> GraphView:
     Raises:
         HaseError: ONNX shape inference rejects the model.
     """
-    light = _light_copy(model, batch_size)
-    name_all_nodes(light)
-    tensors = _infer(light)
-    if any(any(d < 0 for d in t.shape) for t in tensors.values()):
-        tensors.update(_fold_and_infer(light, tensors))
-    initializers = {init.name for init in model.graph.initializer}
-    for init in model.graph.initializer:
-        tensors[init.name] = TensorInfo(init.name, ort_name_of_onnx_type(init.data_type), tuple(init.dims))
-    nodes = list(light.graph.node)
-    producer: dict[str, tuple[int, int]] = {}
-    for index, node in enumerate(nodes):
-        for slot, name in enumerate(node.output):
-            if name:
-                producer[name] = (index, slot)
-    constant = set(initializers)
-    folded: set[int] = set()
-    for index, node in enumerate(nodes):
-        inputs = [name for name in node.input if name]
-        if node.op_type in SHAPE_OP_TYPES or node.op_type == "Constant" or all(n in constant for n in inputs):
-            folded.add(index)
-            constant.update(o for o in node.output if o)
-    consumers: dict[str, list[tuple[int, int]]] = defaultdict(list)
-    by_op: dict[str, list[int]] = defaultdict(list)
-    for index, node in enumerate(nodes):
-        if index in folded:
-            continue
-        by_op[node.op_type].append(index)
-        for slot, name in enumerate(node.input):
-            if name:
-                consumers[name].append((index, slot))
-    graph_inputs = [i.name for i in model.graph.input if i.name not in initializers]
-    return GraphView(
-        nodes=nodes,
-        tensors=tensors,
-        producer=producer,
-        consumers=dict(consumers),
-        constant=constant,
-        folded=folded,
-        initializers=initializers,
-        graph_inputs=graph_inputs,
-        graph_outputs={o.name for o in model.graph.output},
-        by_op=dict(by_op),
-    )
+    return GraphStructure.of(model, batch_size).view()
 
 
 # Ops whose two inputs may be swapped: a pattern lists their inputs in a canonical order (ops of

@@ -31,7 +31,7 @@ from hase_dagster.analysis.fusion_rules import (
     render_tensor,
 )
 from hase_dagster.analysis.graph import TensorInfo
-from hase_dagster.analysis.pattern_graph import GraphView, Matcher, prepare
+from hase_dagster.analysis.pattern_graph import GraphStructure, GraphView, Matcher, prepare
 from hase_dagster.core.errors import HaseError, ModelLoadError
 
 
@@ -95,6 +95,17 @@ def _renders(template: dict[str, Any], refs: dict[str, TensorInfo]) -> bool:
     return all(all(d >= 0 for d in render_tensor(t, refs).shape) for t in template["inputs"] + template["outputs"])
 
 
+def _matches(view: GraphView, matcher: Matcher) -> list[list[int]]:
+    """The matcher's node groups in ``view``; kept in the view's structure, since matching reads
+    only the graph's structure: views at other batch sizes match again for free."""
+    if view.structure is None:
+        return matcher.matches(view)
+    found = view.structure.matches.get(matcher.key)
+    if found is None:
+        found = view.structure.matches[matcher.key] = matcher.matches(view)
+    return found
+
+
 def _select(view: GraphView, rules: FusionRules) -> list[tuple[dict[str, Any], list[int]]]:
     """Rule matches that hold their conditions, largest patterns (then surest rules) first,
     without overlap."""
@@ -103,7 +114,7 @@ def _select(view: GraphView, rules: FusionRules) -> list[tuple[dict[str, Any], l
         if rule["precision"] < MIN_PRECISION:
             continue
         seen: set[frozenset[int]] = set()
-        for group in matcher.matches(view):
+        for group in _matches(view, matcher):
             frozen = frozenset(group)
             if frozen in seen:
                 continue
@@ -157,7 +168,29 @@ def detect_in_model(
 ) -> StaticDetection:
     """:func:`detect_kernels` for a model already in memory."""
     started = time.perf_counter() if started is None else started
-    view = prepare(model)
+    return _detect(prepare(model), rules, variant_id, started)
+
+
+def detect_at(
+    structure: GraphStructure, batch_size: int | None, rules: FusionRules, variant_id: str
+) -> StaticDetection:
+    """:func:`detect_in_model` for a graph whose structure is read already: only what depends on
+    shapes (shape inference, the rules' conditions, the kernels' tensors) is done again.
+
+    Args:
+        structure: the model's :class:`GraphStructure` (read once, kept for every batch size).
+        batch_size: the inputs' symbolic leading dimensions are set to it (None: as they are).
+        rules: fusion rules of the target EP, ORT version and device.
+        variant_id: the name the kernels carry.
+
+    Returns:
+        What :func:`detect_in_model` returns for the model at that batch size.
+    """
+    started = time.perf_counter()
+    return _detect(structure.view(batch_size), rules, variant_id, started)
+
+
+def _detect(view: GraphView, rules: FusionRules, variant_id: str, started: float) -> StaticDetection:
     unknown = [name for name in view.graph_inputs if any(d < 0 for d in view.tensor(name).shape)]
     if unknown:
         raise HaseError(f"model input(s) {', '.join(unknown)} have no static shape: export at a fixed batch size")

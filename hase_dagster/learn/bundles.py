@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from hase_dagster.analysis.fusion_rules import FusionRules
+    from hase_dagster.analysis.pattern_graph import GraphStructure
     from hase_dagster.learn.predict_file import BatchedModel
     from warehouse.store import Warehouse
 
@@ -117,6 +118,10 @@ class Bundle:
     _kernel_cache: dict[tuple[str, int], tuple[list[Kernel], dict[str, Any]]] = field(default_factory=dict)
     # Models read for detection, by resolved path: a sweep over batch sizes reads each file once.
     _models: dict[str, BatchedModel] = field(default_factory=dict)
+    # What detection reads off a graph's structure (named light copy, pattern matches, evaluated
+    # constant subgraphs), by graph_structure_digest: a sweep analyses each model once, and a copy
+    # of a model with other weights is not analysed again.
+    _structures: dict[str, GraphStructure] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -180,15 +185,31 @@ class Bundle:
             )
         key = (str(path.resolve()), batch_size)
         if key not in self._kernel_cache:
-            from hase_dagster.analysis.static_detect import detect_in_model
+            from hase_dagster.analysis.static_detect import detect_at
             from hase_dagster.learn.predict_file import BatchedModel
 
             model = self._models.get(key[0])
             if model is None:
                 model = self._models[key[0]] = BatchedModel.load(path)
-            detection = detect_in_model(model.at(batch_size), self.rules, path.stem)
+            if model.fixed_batch is not None:
+                model.at(batch_size)  # refuses another batch size (a fixed-batch model is not changed)
+            structure = self.structure_of(model)
+            # A fixed-batch model is detected as it is; a dynamic one with its batch set.
+            detection = detect_at(structure, batch_size if model.fixed_batch is None else None, self.rules, path.stem)
             self._kernel_cache[key] = (detection.kernels, dict(detection.coverage))
         return self._kernel_cache[key]
+
+    def structure_of(self, model: BatchedModel) -> GraphStructure:
+        """The :class:`GraphStructure` of ``model`` (as read, its batch not set), read once per graph
+        structure (its ``graph_structure_digest``: weights' values left out) for the life of the
+        bundle object."""
+        from hase_dagster.analysis.pattern_graph import GraphStructure
+        from hase_dagster.core.onnx_structure import graph_structure_digest
+
+        digest = graph_structure_digest(model.model)
+        if digest not in self._structures:
+            self._structures[digest] = GraphStructure.of(model.model)
+        return self._structures[digest]
 
     def predict(
         self,

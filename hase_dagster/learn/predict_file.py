@@ -114,7 +114,11 @@ class BatchedModel:
 
     @classmethod
     def load(cls, path: Path) -> BatchedModel:
-        model = load_onnx(path)
+        """Read ``path`` without its large weights' values (``core.onnx_structure``): detection
+        reads the graph, shapes and small constants only."""
+        from hase_dagster.core.onnx_structure import load_structure
+
+        model = load_structure(path)
         symbolic = [
             i
             for i, graph_input in enumerate(model.graph.input)

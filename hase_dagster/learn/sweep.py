@@ -11,21 +11,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import onnx
 import onnxruntime as ort
 
 from hase_dagster.analysis.analyze import analyze_model
 from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
 from hase_dagster.core.config import EpName
 from hase_dagster.core.errors import HaseError
-from hase_dagster.core.ort_runtime import load_onnx
+from hase_dagster.core.onnx_structure import graph_structure_digest, load_structure
 from hase_dagster.core.paths import DataPaths
 from hase_dagster.learn.predict import ModelPrediction, predict_model
 from hase_dagster.learn.predict_file import model_files, resolve_load, with_batch_size
@@ -35,31 +33,6 @@ from warehouse.store import Warehouse
 # Bumped when the cached kernel list's meaning or the key changes (catalog or fusion naming; 2: the key
 # is the graph's structure, not the file's bytes).
 ANALYSIS_CACHE_VERSION = 2
-# Initializers whose values belong to a graph's structure: integer tensors up to this many elements
-# (shapes, axes, indices), and any tensor up to FLOAT_VALUE_ELEMENTS (the scalars some fusions test:
-# ORT drops an Add of 0 or a Mul by 1). Larger float tensors are weights: their values change no kernel.
-INTEGER_VALUE_ELEMENTS = 4096
-FLOAT_VALUE_ELEMENTS = 64
-_INTEGER_TYPES = {2, 3, 4, 5, 6, 7, 9, 12, 13}  # onnx.TensorProto: (u)int8/16/32/64, bool
-
-
-def graph_structure_digest(model: onnx.ModelProto) -> str:
-    """SHA-256 of what decides a model's kernels: IR and opset versions, inputs and outputs, every
-    node (attributes and subgraphs included), each initializer's name, type and shape, and the values
-    of small and integer initializers. Two files that differ only in their weights' values share it."""
-    digest = hashlib.sha256(f"{model.ir_version}|{[(o.domain, o.version) for o in model.opset_import]}".encode())
-    graph = model.graph
-    for value in (*graph.input, *graph.output):
-        digest.update(value.SerializeToString())
-    for node in graph.node:
-        digest.update(node.SerializeToString())
-    for tensor in graph.initializer:
-        elements = math.prod(tensor.dims)
-        digest.update(f"|{tensor.name}|{tensor.data_type}|{list(tensor.dims)}|".encode())
-        limit = INTEGER_VALUE_ELEMENTS if tensor.data_type in _INTEGER_TYPES else FLOAT_VALUE_ELEMENTS
-        if elements <= limit:
-            digest.update(tensor.SerializeToString())
-    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -78,7 +51,7 @@ class AnalysisCache:
     def kernels(self, path: Path, batch_size: int, ep: EpName) -> tuple[list[Kernel], bool]:
         """The kernels ORT runs for ``path`` at ``batch_size`` on ``ep``, and whether they came from
         the cache (an analysis runs and is stored otherwise)."""
-        key = self.key(graph_structure_digest(load_onnx(path)), batch_size, ep)
+        key = self.key(graph_structure_digest(load_structure(path)), batch_size, ep)
         entry = self.folder / f"{key}.json"
         if entry.exists():
             try:
