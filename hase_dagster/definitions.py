@@ -8,6 +8,7 @@ from assets.jobs import analysis_job, benchmark_job, latency_predictions_job, le
 from assets.learning import learning_assets
 from assets.measurement import measurement_assets
 from assets.partitions import measurement_partitions
+from assets.profiling import profiling_assets, profiling_comparison_job, profiling_job
 from assets.serving import serving_assets
 from assets.static_detection import static_detection_assets
 from hase_dagster.core.config import load_config
@@ -38,5 +39,6 @@ defs = dg.Definitions.merge(
     dg.Definitions(assets=device_assets, jobs=[device_profile_job]),
     dg.Definitions(assets=serving_assets),
     dg.Definitions(assets=static_detection_assets),
+    dg.Definitions(assets=profiling_assets, jobs=[profiling_job, profiling_comparison_job]),
     dg.Definitions(resources=hase_resources(load_config().prometheus_url)),
 )

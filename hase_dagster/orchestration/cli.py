@@ -82,7 +82,7 @@ def cmd_materialize(args: argparse.Namespace) -> int:
     from hase_dagster.orchestration.materialize import materialize_all
 
     started = time.monotonic()
-    stages = tuple(args.stage) if args.stage else ("device", "analysis", "benchmark", "learning")
+    stages = tuple(args.stage) if args.stage else ("device", "analysis", "benchmark", "learning", "profiling")
     summary = materialize_all(
         profile_name=args.profile, batch_sizes=args.batch_size, stages=stages, stress_levels=args.stress_level
     )
@@ -611,7 +611,7 @@ def build_parser() -> argparse.ArgumentParser:
     materialize.add_argument("--batch-size", type=_positive_int, action="append", help="only these batch sizes")
     materialize.add_argument(
         "--stage",
-        choices=["device", "analysis", "benchmark", "learning"],
+        choices=["device", "analysis", "benchmark", "learning", "profiling"],
         action="append",
         help="only these stages (default: all, in order)",
     )

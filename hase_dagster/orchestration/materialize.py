@@ -295,7 +295,7 @@ def materialize_all(
     profile_name: str | None = None,
     batch_sizes: list[int] | None = None,
     instance: dg.DagsterInstance | None = None,
-    stages: tuple[str, ...] = ("device", "analysis", "benchmark", "learning"),
+    stages: tuple[str, ...] = ("device", "analysis", "benchmark", "learning", "profiling"),
     stress_levels: list[float] | None = None,
 ) -> dict[str, Any]:
     """Materialize every asset for every partition of ``profile_name``, stage by stage; return what ran.
@@ -370,6 +370,21 @@ def materialize_all(
                 result = run_job(job, None, instance, resources, profile.name, repository)
                 stop_if(received, result)
                 record("learning", "-", result)
+            if "profiling" in stages:
+                # Operator profiling (issue 14 A) gates nothing: every configuration of the device's grid,
+                # then the comparison across them.
+                from hase_dagster.analysis.op_models import grid
+
+                for config in grid(profile.device):
+                    result = run_job(
+                        defs.resolve_job_def("profiling_job"), config.key, instance, resources, profile.name, repository
+                    )
+                    stop_if(received, result)
+                    record("profiling", config.key, result)
+                job = defs.resolve_job_def("profiling_comparison_job")
+                result = run_job(job, None, instance, resources, profile.name, repository)
+                stop_if(received, result)
+                record("profiling", "comparison", result)
         except KeyboardInterrupt:  # a signal outside a run (between runs, or while one starts)
             stop_if(received or ["SIGINT"])
     return {"profile": profile.name, "runs": runs}
