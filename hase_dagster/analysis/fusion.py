@@ -15,15 +15,17 @@ import tempfile
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from hase_dagster.analysis.graph import OptimizedGraph, OptimizedNode, name_all_nodes
-from hase_dagster.core.config import OrtOptions
-from hase_dagster.core.ort_runtime import EpName, make_session, quick_search, random_inputs
+
+if TYPE_CHECKING:  # imported where sessions are made: family_name's readers need no ORT
+    from hase_dagster.core.config import OrtOptions
+    from hase_dagster.core.ort_runtime import EpName
 
 # Ops that compute nothing at inference time: absorbed, but left out of family names.
 NO_OP_TYPES = frozenset({"Identity", "Dropout"})
@@ -147,6 +149,8 @@ def run_fingerprints(
 
     Tensors are exposed as extra graph outputs a chunk at a time, so memory stays bounded.
     """
+    from hase_dagster.core.ort_runtime import make_session, quick_search, random_inputs
+
     existing_outputs = {o.name for o in model.graph.output}
     chunks: list[list[str]] = [[]]
     used = 0
@@ -345,6 +349,8 @@ def _fingerprint_twin(
 ) -> tuple[onnx.ModelProto, onnx.ModelProto]:
     """The original and optimized models to fingerprint: a twin with degenerate weights
     perturbed when ORT optimizes it into the same graph, else the models themselves."""
+    from hase_dagster.core.ort_runtime import make_session
+
     optimized_model = onnx.load(str(optimized.optimized_path))
     twin = onnx.ModelProto()
     twin.CopyFrom(model)

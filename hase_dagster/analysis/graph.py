@@ -14,14 +14,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 from onnx import helper
 
-from hase_dagster.core.config import OrtOptions
 from hase_dagster.core.dtypes import ort_name_of_onnx_type
-from hase_dagster.core.ort_runtime import EpName, load_onnx, make_session, quick_search, random_inputs
+
+if TYPE_CHECKING:  # imported where they run: TensorInfo's readers (static detection) need no ORT
+    from hase_dagster.core.config import OrtOptions
+    from hase_dagster.core.ort_runtime import EpName
 
 PROFILE_RUNS = 3
 
@@ -212,6 +214,8 @@ def optimize_and_profile(
     The saved graph is then run with optimizations disabled (it is already optimized) and ORT's
     profiler on, so shapes, providers and times are those of exactly the saved nodes.
     """
+    from hase_dagster.core.ort_runtime import load_onnx, make_session, quick_search, random_inputs
+
     source = Path(source)
     optimized_path = Path(optimized_path)
     optimized_path.parent.mkdir(parents=True, exist_ok=True)

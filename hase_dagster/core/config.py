@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from hase_dagster.core.errors import ConfigError
 from hase_dagster.core.metrics import ALL_FIELDS, GPU_FIELDS
 
+# Defined with the data layout (a bundle's prediction reads no config); kept importable from here.
+from hase_dagster.core.paths import DEFAULT_DATA_DIR, data_dir  # noqa: F401
+
 DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "hase.yaml"
-DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / ".hase_data"
 
 PositiveInt = Annotated[int, Field(gt=0)]
 # The execution providers Hase analyses and measures on, by short name.
@@ -225,8 +227,3 @@ def load_config(path: str | os.PathLike[str] | None = None) -> HaseConfig:
         raise ConfigError(f"invalid config {config_path}: {_format_validation_error(exc)}") from exc
     named = {key: profile.model_copy(update={"name": key}) for key, profile in config.profiles.items()}
     return config.model_copy(update={"profiles": named})
-
-
-def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
-    """The folder that holds the DuckDB file and every artifact (HASE_DATA_DIR by default)."""
-    return Path(override or os.environ.get("HASE_DATA_DIR") or DEFAULT_DATA_DIR).resolve()

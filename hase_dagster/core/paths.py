@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
+# The data directory when HASE_DATA_DIR is not set.
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / ".hase_data"
 # Predictor bundles shipped in the repository (``hase predict --predictor h100`` finds them by name).
 SHIPPED_BUNDLES = Path(__file__).resolve().parents[2] / "results" / "bundles"
+
+
+def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
+    """The folder that holds the DuckDB file and every artifact (HASE_DATA_DIR by default)."""
+    return Path(override or os.environ.get("HASE_DATA_DIR") or DEFAULT_DATA_DIR).resolve()
 
 
 @dataclass(frozen=True)

@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from hase_dagster.analysis.catalog import Kernel
-from hase_dagster.core.config import EpName, Profile
 from hase_dagster.core.errors import HaseError
-from hase_dagster.core.ort_runtime import load_onnx
 from hase_dagster.learn.predict import predict_model
 from hase_dagster.learn.regressor import mape, within
 from hase_dagster.learn.training import Predictor, load_at_level, predictor_path
 
-if TYPE_CHECKING:  # a bundle's prediction reads no warehouse
+if TYPE_CHECKING:  # a bundle's prediction reads no warehouse, config or ORT
+    from hase_dagster.core.config import EpName, Profile
     from warehouse.store import Warehouse
 
 
@@ -85,6 +84,8 @@ def batch_size_of(model: onnx.ModelProto) -> int | None:
 def with_batch_size(source: Path, batch_size: int, out_dir: Path) -> Path:
     """``source`` itself when its batch dimension is ``batch_size``; a copy with the batch fixed when
     it is symbolic; an error when it is another fixed number."""
+    from hase_dagster.core.ort_runtime import load_onnx
+
     model = load_onnx(source)
     current = batch_size_of(model)
     if current == batch_size:
@@ -155,6 +156,7 @@ def prepare_files(paths: list[Path], ep: EpName, tmp: Path) -> tuple[list[Prepar
     """Load and analyse each file; one that cannot be (not ONNX, ORT rejects it) becomes an error case
     ``{"model": name, "error": why}`` instead of ending the evaluation of the others."""
     from hase_dagster.analysis.analyze import analyze_model
+    from hase_dagster.core.ort_runtime import load_onnx
 
     prepared: list[PreparedFile] = []
     errors: list[dict[str, Any]] = []

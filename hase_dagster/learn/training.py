@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
-from hase_dagster.core.config import infer_family
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
 from hase_dagster.core.paths import DataPaths
@@ -140,6 +139,8 @@ def measured_models(store: Warehouse, ep: str) -> pd.DataFrame:
            WHERE b.ep = ? AND b.status = 'ok' ORDER BY b.variant_id, b.stress_level""",
         [ep],
     )
+    from hase_dagster.core.config import infer_family  # here: a bundle's prediction reads no config
+
     inferred = models["architecture"].map(lambda name: infer_family(name, "torchvision"))
     models["family"] = models["family"].where(models["family"].notna() & (models["family"] != ""), inferred)
     return models

@@ -15,8 +15,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pydantic import ValidationError
-
 from hase_dagster.core.errors import HaseError
 
 JSON_SCHEMA_VERSION = 1
@@ -292,7 +290,7 @@ def cmd_precision(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from hase_dagster.core.config import data_dir
+    from hase_dagster.core.paths import data_dir  # not core.config: a bundle's prediction reads no config
     from hase_dagster.learn.predict_file import parse_load_spec
 
     loads = [spec.strip() for spec in args.load.split(",") if spec.strip()]
@@ -831,7 +829,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except HaseError as exc:
         print(f"hase: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2
-    except ValidationError as exc:  # an option value the parser let through but a config model refuses
+    except Exception as exc:  # an option value the parser let through but a config model refuses
+        # pydantic is imported only by the commands that read a config (not by a bundle's prediction).
+        pydantic = sys.modules.get("pydantic")
+        if pydantic is None or not isinstance(exc, pydantic.ValidationError):
+            raise
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or exc.title}: {e['msg']}" for e in exc.errors())
         print(f"hase: error: invalid options for {exc.title}: {_one_line(problems)}", file=sys.stderr)
         return 2
