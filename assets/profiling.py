@@ -25,7 +25,7 @@ def profiling_dir(root: Path, device: str) -> Path:
 
 def twin_of(config: ProfileConfig) -> ProfileConfig:
     """The smallest configuration of the same model: its ORT fusion map stands in for larger ones."""
-    return ProfileConfig(config.model, 1, 128 if config.kind == "bert" else config.size)
+    return ProfileConfig(config.model, 1, min(config.size, 128) if config.kind == "bert" else config.size)
 
 
 def _image_md(path: Path, alt: str) -> str:

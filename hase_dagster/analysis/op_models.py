@@ -15,8 +15,15 @@ from typing import Any, Literal
 
 from hase_dagster.core.errors import HaseError
 
-# BERT variants: layers of a BERT-base (hidden 768, 12 heads, FFN 3072, vocabulary 30522).
-BERT_LAYERS: dict[str, int] = {"bert_base": 12, "bert_l2": 2}
+# BERT variants: (layers, hidden, heads, FFN); vocabulary 30522. bert_l2 is BERT-base's layer with
+# two layers (the CPU grid); bert_tiny is Google's BERT-Tiny shape (a smoke configuration for tests).
+BERT_SHAPES: dict[str, tuple[int, int, int, int]] = {
+    "bert_base": (12, 768, 12, 3072),
+    "bert_l2": (2, 768, 12, 3072),
+    "bert_tiny": (2, 128, 2, 512),
+}
+BERT_LAYERS: dict[str, int] = {name: shape[0] for name, shape in BERT_SHAPES.items()}
+SMOKE_KEYS: tuple[str, ...] = ("bert_tiny-b1-s32",)
 CNNS: tuple[str, ...] = ("resnet18", "resnet50", "mobilenet_v2")
 GPU_BATCHES: tuple[int, ...] = (1, 4, 8, 16)
 GPU_SEQUENCES: tuple[int, ...] = (128, 256, 512)
@@ -82,9 +89,9 @@ def grid(device: str) -> list[ProfileConfig]:
 
 
 def all_keys() -> list[str]:
-    """Every partition key: the GPU grid and the CPU grid."""
+    """Every partition key: the GPU grid, the CPU grid and the smoke configuration."""
     keys = [c.key for c in grid("cuda")]
-    return keys + [c.key for c in grid("cpu") if c.key not in keys]
+    return keys + [c.key for c in grid("cpu") if c.key not in keys] + list(SMOKE_KEYS)
 
 
 def build_model(config: ProfileConfig):  # -> torch.nn.Module (torch imported lazily)
@@ -96,7 +103,14 @@ def build_model(config: ProfileConfig):  # -> torch.nn.Module (torch imported la
     if config.kind == "bert":
         from transformers import BertConfig, BertModel
 
-        bert = BertConfig(num_hidden_layers=BERT_LAYERS[config.model], max_position_embeddings=max(512, config.size))
+        layers, hidden, heads, ffn = BERT_SHAPES[config.model]
+        bert = BertConfig(
+            num_hidden_layers=layers,
+            hidden_size=hidden,
+            num_attention_heads=heads,
+            intermediate_size=ffn,
+            max_position_embeddings=max(512, config.size),
+        )
         bert._attn_implementation = "sdpa"
         return BertModel(bert, add_pooling_layer=True).eval()
     from hase_dagster.analysis.zoo import build_torch_model
@@ -171,10 +185,23 @@ def export_onnx(config: ProfileConfig, path: str | Path, opset: int = 17, device
 
 
 def scope_of(onnx_node_name: str) -> str:
-    """The module path of an exported node: ``/bert/encoder/layer.0/attention/self/query/MatMul`` ->
-    ``encoder.layer.0.attention.self.query`` (BERT's export wrapper ``bert`` dropped, so paths are
-    those of the model itself; the root module is ``""``)."""
-    parts = [p for p in onnx_node_name.split("/") if p][:-1]
-    if parts and parts[0] == "bert":
-        parts = parts[1:]
-    return ".".join(parts)
+    """The module path of an exported node, as ``named_modules()`` spells it.
+
+    The TorchScript exporter writes one segment per called module, a container's child qualified by
+    the container (``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1``; BERT's
+    ``/bert/encoder/layer.0/attention/self/query/MatMul`` -> ``encoder.layer.0.attention.self.query``,
+    the export wrapper ``bert`` dropped), and a module called twice gets ``_1`` on its second call
+    (``relu_1`` -> ``relu``). The root module is ``""``.
+    """
+    segments = [p for p in onnx_node_name.split("/") if p][:-1]
+    if segments and segments[0] == "bert":
+        segments = segments[1:]
+    path: list[str] = []
+    for segment in segments:
+        if path and segment.startswith(path[-1] + "."):
+            path[-1] = segment
+        else:
+            path.append(segment)
+    if path:
+        path[-1] = re.sub(r"_[0-9]+$", "", path[-1])
+    return ".".join(path)

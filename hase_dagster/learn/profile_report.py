@@ -168,7 +168,9 @@ def configuration_report(summary: dict[str, Any], top_n: int = 10) -> str:
         lines += ["", "### Which aten operators ORT fused into which kernel family", ""]
         lines.append(
             "Joined on the module scope the ONNX export writes into node names: an aten operator called in module "
-            "M is matched to the ORT kernels that absorbed a node of scope M of the op types it exports to."
+            "M is matched to the ORT kernels that absorbed a node of scope M of the op types it exports to. "
+            "Unmapped calls left no node in their scope: folded at export (BatchNorm into the Conv before it, "
+            "constant shapes) or written in the parent module's scope."
         )
         lines.append("")
         lines.append(
