@@ -302,7 +302,7 @@ def predict_kernels_under(
                     order=k.order,
                     node_name=k.node_name,
                     family=k.family,
-                    instance_id=k.instance_id,
+                    instance_id=records[i]["instance_id"],  # hashed once per kernel, not per load
                     median_ms=float(predicted["median_ms"][i]),
                     mean_ms=float(predicted["mean_ms"][i]),
                     p90_ms=float(predicted["p90_ms"][i]),
