@@ -20,7 +20,8 @@ from test_prometheus import free_port, prometheus_binary, start_prometheus, wait
 
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import ALL_FIELDS
-from hase_dagster.core.serving_spec import BatchingConfig
+from hase_dagster.core.ort_runtime import _providers
+from hase_dagster.core.serving_spec import BatchingConfig, ServingRuntime
 from hase_dagster.measure import grafana_dashboard
 from hase_dagster.measure.serving import (
     METRIC_NAMES,
@@ -94,6 +95,40 @@ def test_executor_counts_requests_left_in_the_queue_as_unserved(sessions: dict[s
     records = serve(sessions, {"high": BatchingConfig(1, 0, 1), "low": BatchingConfig(1, 0, 2)}, schedule, 0.2, 0.01)
     assert len(records) == 20000
     assert any(math.isinf(r.done_ms) for r in records)
+
+
+def test_per_batch_sessions_run_each_batch_size_on_its_own_session(tmp_path: Path) -> None:
+    path = tiny_model(tmp_path / "m.onnx")
+    shared = ServedSession("m", path, "cpu")
+    per_batch = ServedSession("m", path, "cpu", runtime=ServingRuntime(sessions="per-batch"))
+    shared.warm_up([1, 3, 5], runs=1)
+    per_batch.warm_up([1, 3, 5], runs=1)
+    assert shared.session_count == 1
+    assert len({id(shared.session_for(b)) for b in (1, 3, 5)}) == 1
+    # One session per batch size, the first one reused for the first size; asking again gives the same one.
+    assert per_batch.session_count == 3
+    assert per_batch.session_for(1) is per_batch.session
+    assert len({id(per_batch.session_for(b)) for b in (1, 3, 5)}) == 3
+    assert per_batch.session_for(3) is per_batch.session_for(3)
+    # Each session computes the same model: equal outputs for the same input.
+    x = np.random.default_rng(0).standard_normal((3, 256)).astype(np.float32)
+    (expected,) = shared.session.run(None, {"input": x})
+    (got,) = per_batch.session_for(3).run(None, {"input": x})
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+    # And the executor serves with them as with one session.
+    schedule = poisson_schedule({"m": 300.0}, 0.3, seed=2)
+    records = serve({"m": per_batch}, {"m": BatchingConfig(5, 3.0, 1)}, schedule, 0.3, drain_s=1.0)
+    assert len(records) == len(schedule) and all(math.isfinite(r.done_ms) for r in records)
+    assert per_batch.session_count == len({1, 3, 5} | {r.batch for r in records})
+
+
+def test_the_runtime_cudnn_search_reaches_the_cuda_provider_options(tmp_path: Path) -> None:
+    served = ServedSession(
+        "m", tiny_model(tmp_path / "m.onnx"), "cpu", runtime=ServingRuntime(cudnn_conv_algo_search="HEURISTIC")
+    )
+    providers = _providers("cuda", served.options)
+    assert providers[0] == ("CUDAExecutionProvider", {"cudnn_conv_algo_search": "HEURISTIC"})
+    assert ServedSession("m", tmp_path / "m.onnx", "cpu").options.cudnn_conv_algo_search == "EXHAUSTIVE"
 
 
 def test_a_fixed_batch_model_is_refused(tmp_path: Path) -> None:

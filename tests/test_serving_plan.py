@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -176,6 +177,27 @@ def test_plan_says_unattainable_when_even_one_run_exceeds_the_slo() -> None:
     assert result.models[0].max_batch == 1
 
 
+def test_plan_states_its_ort_runtime(tmp_path: Path) -> None:
+    spec = PlanSpec.model_validate(
+        {**SPEC, "device": "cuda", "runtime": {"sessions": "per-batch", "cudnn_conv_algo_search": "HEURISTIC"}}
+    )
+    result = plan(spec, TableExecTime(TABLE), share=0.5)
+    assert result.runtime == {"sessions": "per-batch", "cudnn_conv_algo_search": "HEURISTIC"}
+    write_plan(result, tmp_path)
+    assert json.loads((tmp_path / "plan.json").read_text())["runtime"] == result.runtime
+    assert "ORT sessions: per-batch, cudnn_conv_algo_search HEURISTIC." in (tmp_path / "plan.md").read_text()
+    text = (tmp_path / "cnn" / "config.pbtxt").read_text()
+    # Triton's onnxruntime backend takes ORT's integer enum (1: HEURISTIC).
+    assert 'parameters { key: "cudnn_conv_algo_search" value: { string_value: "1" } }' in text
+    assert "one ORT session per batch size" in text
+    # The default runtime is ORT's: shared session, EXHAUSTIVE (enum 0), and no per-batch note.
+    default = plan(PlanSpec.model_validate({**SPEC, "device": "cuda"}), TableExecTime(TABLE), share=0.5)
+    assert default.runtime == {"sessions": "shared", "cudnn_conv_algo_search": "EXHAUSTIVE"}
+    text = triton_config(default.models[0], 2, "cuda", runtime=default.runtime)
+    assert 'string_value: "0" } }' in text and "per batch size" not in text
+    assert "cudnn_conv_algo_search" not in triton_config(default.models[0], 2, "cpu", runtime=default.runtime)
+
+
 def test_triton_config_single_priority_has_no_stream_priority() -> None:
     result = plan(PlanSpec.model_validate({**SPEC, "models": [SPEC["models"][0]]}), TableExecTime(TABLE), 0.5)
     text = triton_config(result.models[0], 1, "cuda")
@@ -191,6 +213,10 @@ def test_triton_config_single_priority_has_no_stream_priority() -> None:
         ("models:\n  - {name: a, path: a.onnx, slo_ms: -1, rate_per_s: 1}\n", "models.0.slo_ms"),
         ("models:\n  - {name: a, path: a.onnx, slo_ms: 5, rate_per_s: 1, percentile: 95}\n", "percentile"),
         ("models:\n  - {name: a, path: a.onnx, slo_ms: 5, rate_per_s: 1}\nbogus: 1\n", "bogus"),
+        (
+            "models:\n  - {name: a, path: a.onnx, slo_ms: 5, rate_per_s: 1}\nruntime: {sessions: many}\n",
+            "runtime.sessions",
+        ),
         (
             "models:\n  - {name: a, path: a.onnx, slo_ms: 5, rate_per_s: 1}\n"
             "  - {name: a, path: b.onnx, slo_ms: 5, rate_per_s: 1}\n",
@@ -227,7 +253,18 @@ def test_hase_plan_cli_from_a_table(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(spec))
     out = tmp_path / "out"
     done = subprocess.run(
-        [sys.executable, "-m", "hase_dagster.orchestration.cli", "plan", str(path), "--out", str(out), "--json"],
+        [
+            sys.executable,
+            "-m",
+            "hase_dagster.orchestration.cli",
+            "plan",
+            str(path),
+            "--out",
+            str(out),
+            "--json",
+            "--sessions",
+            "per-batch",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -235,6 +272,9 @@ def test_hase_plan_cli_from_a_table(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (out / "cnn" / "config.pbtxt").exists() and (out / "enc" / "config.pbtxt").exists()
     assert '"max_batch"' in done.stdout
+    # --sessions overrides the YAML's runtime (absent here: shared); the search stays ORT's default.
+    runtime = json.loads((out / "plan.json").read_text())["runtime"]
+    assert runtime == {"sessions": "per-batch", "cudnn_conv_algo_search": "EXHAUSTIVE"}
 
 
 def test_serving_plan_asset_writes_a_plan_per_stress_level(test_config: Path, tmp_path: Path) -> None:

@@ -69,6 +69,24 @@ class Cotenant(_Strict):
         return self.share.get(level, level)
 
 
+class ServingRuntime(_Strict):
+    """How the executor makes each model's ORT sessions, stated in the plan (``plan.json``,
+    ``plan.md``, ``config.pbtxt``) so that the configuration served is the one planned.
+
+    On ORT >= 1.20 built with cuDNN 9 (onnxruntime-gpu 1.31 here) the CUDA EP's ``Conv`` keeps one
+    cuDNN-frontend plan per node and rebuilds it whenever the input shape differs from that node's
+    previous run, not only for shapes never seen; a dynamic batcher that changes the batch size pays
+    that at every change (38-383 ms per change for resnet18 on the H100, results/serving/README.md).
+    ``per-batch`` gives every batch size its own session, which only ever sees its one shape, so no
+    plan is rebuilt after warm-up (at the cost of one copy of the weights per batch size).
+    ``cudnn_conv_algo_search`` is the CUDA EP option (EXHAUSTIVE: cuDNN heuristic mode B, ORT's default;
+    HEURISTIC: mode A; DEFAULT: fallback mode), which sets what each rebuild costs.
+    """
+
+    sessions: Literal["shared", "per-batch"] = "shared"
+    cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "EXHAUSTIVE"
+
+
 class PlanSpec(_Strict):
     """A whole plan request: the models, the device, the load and how hard to search."""
 
@@ -79,6 +97,8 @@ class PlanSpec(_Strict):
     # Queue delays tried, as fractions of the slack (SLO minus the batch's execution time).
     delay_fractions: list[Annotated[float, Field(ge=0, le=1)]] = Field(default_factory=lambda: [0.0, 0.1, 0.25, 0.5])
     cotenant: Cotenant = Field(default_factory=Cotenant)
+    # The executor's ORT sessions (see ServingRuntime).
+    runtime: ServingRuntime = Field(default_factory=ServingRuntime)
     # Simulated seconds of arrivals per candidate, and for the final prediction.
     search_seconds: PositiveFloat = 20.0
     final_seconds: PositiveFloat = 60.0

@@ -166,6 +166,8 @@ class Plan:
     candidates_simulated: int
     seconds: float
     notes: list[str] = field(default_factory=list)
+    # The executor's ORT sessions the plan is for (core.serving_spec.ServingRuntime).
+    runtime: dict[str, str] = field(default_factory=dict)
 
     @property
     def configs(self) -> dict[str, BatchingConfig]:
@@ -281,7 +283,15 @@ def plan(spec: PlanSpec, exec_time: ExecTime, share: float = 0.0, passes: int = 
         )
     seconds = time.perf_counter() - started
     return Plan(
-        spec.load, spec.device, share, spec.cotenant.slice_ms, spec.cotenant.burst_ms, models, simulated, seconds
+        spec.load,
+        spec.device,
+        share,
+        spec.cotenant.slice_ms,
+        spec.cotenant.burst_ms,
+        models,
+        simulated,
+        seconds,
+        runtime=spec.runtime.model_dump(),
     )
 
 
@@ -337,8 +347,16 @@ def simulate_service(
     return pooled
 
 
+# Triton's onnxruntime backend reads cudnn_conv_algo_search as ORT's integer enum.
+CUDNN_ALGO_SEARCH_ENUM = {"EXHAUSTIVE": 0, "HEURISTIC": 1, "DEFAULT": 2}
+
+
 def triton_config(
-    model: ModelPlan, priority_levels: int, device: str = "cuda", platform: str = "onnxruntime_onnx"
+    model: ModelPlan,
+    priority_levels: int,
+    device: str = "cuda",
+    platform: str = "onnxruntime_onnx",
+    runtime: dict[str, str] | None = None,
 ) -> str:
     """The Triton ``config.pbtxt`` (protobuf text format) serving ``model`` as planned.
 
@@ -346,6 +364,10 @@ def triton_config(
     ``default_priority_level``: 1 is highest); across models on one GPU the closest knob is the CUDA
     stream priority of the model's instances (``optimization.priority``), set to PRIORITY_MAX for the
     plan's top priority when there are several levels on a GPU (``device`` ``cuda``).
+
+    On ``cuda`` the plan's ``cudnn_conv_algo_search`` (``runtime``) goes into the backend's
+    ``parameters``. Triton's backend holds one session per instance, so ``per-batch`` sessions have no
+    Triton equivalent: the file says so in a comment (pad batches to one size there instead).
     """
     delay_us = int(round(model.max_queue_delay_ms * 1000))
     lines = [
@@ -362,11 +384,29 @@ def triton_config(
     ]
     if device == "cuda" and priority_levels > 1 and model.priority == 1:
         lines.append("optimization { priority: PRIORITY_MAX }")
+    if device == "cuda" and runtime:
+        search = runtime.get("cudnn_conv_algo_search", "EXHAUSTIVE")
+        enum = CUDNN_ALGO_SEARCH_ENUM[search]
+        lines.append(f'parameters {{ key: "cudnn_conv_algo_search" value: {{ string_value: "{enum}" }} }}  # {search}')
+        if runtime.get("sessions") == "per-batch":
+            lines.append(
+                "# planned with one ORT session per batch size (no cuDNN re-plan on a change of batch size);"
+                " Triton runs one session per instance"
+            )
     return "\n".join(lines) + "\n"
 
 
 def _fmt(value: float, digits: int = 1) -> str:
     return "never" if math.isinf(value) else f"{value:.{digits}f}"
+
+
+def _runtime_line(result: Plan) -> str:
+    if not result.runtime:
+        return ""
+    return (
+        f" ORT sessions: {result.runtime.get('sessions', 'shared')}, "
+        f"cudnn_conv_algo_search {result.runtime.get('cudnn_conv_algo_search', 'EXHAUSTIVE')}."
+    )
 
 
 def plan_markdown(result: Plan) -> str:
@@ -375,7 +415,7 @@ def plan_markdown(result: Plan) -> str:
         f"Serving plan under `{result.load}` on {result.device} (co-tenant share {result.cotenant_share:.2f}, "
         f"burst {result.burst_ms:g} ms, slice {result.slice_ms:g} ms); {result.candidates_simulated} "
         "configurations simulated in "
-        f"{result.seconds:.1f} s.\n\n"
+        f"{result.seconds:.1f} s.{_runtime_line(result)}\n\n"
         "| model | priority | SLO | rate/s | batch | delay ms | attainable | p50 ms | p90 ms | p99 ms "
         "| in SLO | device util | mean batch |\n"
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
@@ -399,7 +439,7 @@ def write_plan(result: Plan, out_dir: Path) -> list[Path]:
     for model in result.models:
         path = out_dir / model.name / "config.pbtxt"
         path.parent.mkdir(exist_ok=True)
-        path.write_text(triton_config(model, levels, result.device))
+        path.write_text(triton_config(model, levels, result.device, runtime=result.runtime))
         written.append(path)
     return written
 

@@ -29,7 +29,7 @@ from hase_dagster.core.config import OrtOptions
 from hase_dagster.core.dtypes import element_type
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.ort_runtime import EpName, make_session
-from hase_dagster.core.serving_spec import BatchingConfig, next_deadline, pick_ready
+from hase_dagster.core.serving_spec import BatchingConfig, ServingRuntime, next_deadline, pick_ready
 
 LATENCY_BUCKETS_MS = (0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 2000, 5000)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -47,14 +47,45 @@ METRIC_NAMES = (
 
 
 class ServedSession:
-    """One model's ORT session, with inputs for every batch size prepared once (on the device with IO
-    binding on CUDA)."""
+    """One model's ORT session(s), with inputs for every batch size prepared once (on the device with IO
+    binding on CUDA).
 
-    def __init__(self, name: str, path: Path, ep: EpName, threads: int = 1) -> None:
+    With ``runtime.sessions == "shared"`` one session runs every batch size. With ``"per-batch"`` every
+    batch size gets its own session, made on first use (``warm_up`` makes them before timing): on the
+    CUDA EP a session whose input shape never changes never rebuilds its cuDNN convolution plans,
+    which a shared session does at every change of batch size (see
+    :class:`hase_dagster.core.serving_spec.ServingRuntime`).
+    """
+
+    def __init__(
+        self, name: str, path: Path, ep: EpName, threads: int = 1, runtime: ServingRuntime | None = None
+    ) -> None:
         self.name = name
         self.ep = ep
-        self.session = make_session(path, ep, OrtOptions(intra_op_num_threads=threads))
+        self.path = path
+        self.runtime = runtime or ServingRuntime()
+        self.options = OrtOptions(
+            intra_op_num_threads=threads, cudnn_conv_algo_search=self.runtime.cudnn_conv_algo_search
+        )
+        # The shared session; with per-batch sessions also the one that checks the inputs' shapes.
+        self.session = make_session(path, ep, self.options)
+        self._sessions: dict[int, ort.InferenceSession] = {}
         self._runs: dict[int, Callable[[], None]] = {}
+
+    def session_for(self, batch: int) -> ort.InferenceSession:
+        """The session that runs batches of ``batch`` (made on first use with per-batch sessions)."""
+        if self.runtime.sessions == "shared":
+            return self.session
+        if batch not in self._sessions:
+            # The first batch size takes the session made above (it has run nothing yet).
+            fresh = not self._sessions
+            self._sessions[batch] = self.session if fresh else make_session(self.path, self.ep, self.options)
+        return self._sessions[batch]
+
+    @property
+    def session_count(self) -> int:
+        """How many ORT sessions this model holds now."""
+        return 1 if self.runtime.sessions == "shared" else max(1, len(self._sessions))
 
     def _feeds(self, batch: int) -> dict[str, np.ndarray]:
         rng = np.random.default_rng(batch)
@@ -80,20 +111,19 @@ class ServedSession:
         """A function that runs one batch of ``batch`` (prepared on first use)."""
         if batch not in self._runs:
             feeds = self._feeds(batch)
+            session = self.session_for(batch)
             if self.ep == "cuda":
-                binding = self.session.io_binding()
+                binding = session.io_binding()
                 for name, value in feeds.items():
                     binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0))
-                for output in self.session.get_outputs():
+                for output in session.get_outputs():
                     binding.bind_output(output.name, "cuda", 0)
-                session = self.session
 
                 def run_bound() -> None:
                     session.run_with_iobinding(binding)  # synchronizes the stream before it returns
 
                 self._runs[batch] = run_bound
             else:
-                session = self.session
 
                 def run_host() -> None:
                     session.run(None, feeds)

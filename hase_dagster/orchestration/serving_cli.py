@@ -15,7 +15,9 @@ def _prometheus_url(args: argparse.Namespace) -> str:
     return args.prometheus_url or load_config().prometheus_url
 
 
-def _spec_with_load(path: Path, load: str | None, predictor: str | None = None):  # -> PlanSpec
+def _spec_with_load(
+    path: Path, load: str | None, predictor: str | None = None, args: argparse.Namespace | None = None
+):  # -> PlanSpec
     from hase_dagster.core.serving_spec import load_plan_spec
     from hase_dagster.learn.predict_file import parse_load_spec
 
@@ -24,8 +26,32 @@ def _spec_with_load(path: Path, load: str | None, predictor: str | None = None):
         spec = spec.model_copy(update={"load": load})
     if predictor is not None:
         spec = spec.model_copy(update={"predictor": predictor})
+    # --sessions / --cudnn-conv-algo-search override the YAML's runtime: block.
+    overrides = {
+        key: getattr(args, key)
+        for key in ("sessions", "cudnn_conv_algo_search")
+        if args is not None and getattr(args, key, None) is not None
+    }
+    if overrides:
+        spec = spec.model_copy(update={"runtime": spec.runtime.model_copy(update=overrides)})
     parse_load_spec(spec.load)
     return spec
+
+
+def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--sessions",
+        choices=["shared", "per-batch"],
+        default=None,
+        help="ORT sessions per model: one for every batch size, or one per batch size, which on the CUDA EP "
+        "avoids the cuDNN re-plan at every change of batch size (default: the YAML's runtime.sessions, shared)",
+    )
+    parser.add_argument(
+        "--cudnn-conv-algo-search",
+        choices=["EXHAUSTIVE", "HEURISTIC", "DEFAULT"],
+        default=None,
+        help="the CUDA EP's cudnn_conv_algo_search (default: the YAML's runtime, EXHAUSTIVE)",
+    )
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -33,7 +59,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from hase_dagster.core.config import data_dir
     from hase_dagster.learn.serving_plan import cotenant_share, exec_time_for, plan, plan_markdown, write_plan
 
-    spec = _spec_with_load(args.spec, args.load, args.predictor)
+    spec = _spec_with_load(args.spec, args.load, args.predictor, args)
     if spec.exec_ms is None:  # a table of times plans without the files
         ensure_models(spec)
     url = _prometheus_url(args)
@@ -88,7 +114,7 @@ def cmd_serve_bench(args: argparse.Namespace) -> int:
     from hase_dagster.core.errors import HaseError
     from hase_dagster.orchestration.serving_bench import BenchSettings, serve_bench
 
-    spec = _spec_with_load(args.spec, None, args.predictor)
+    spec = _spec_with_load(args.spec, None, args.predictor, args)
     ensure_models(spec)
     if any(level > 1 for level in args.stress):
         raise HaseError(f"--stress levels must be in [0, 1], got {args.stress}")
@@ -177,6 +203,7 @@ def register(commands: Any) -> None:
         help="a predictor bundle (name or folder) instead of the data directory's trained predictor",
     )
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    _add_runtime_options(plan)
     plan.set_defaults(handler=cmd_plan)
 
     bench = commands.add_parser(
@@ -221,6 +248,7 @@ def register(commands: Any) -> None:
     bench.add_argument("--predictor", default=None, help="a predictor bundle (name or folder)")
     bench.add_argument("--prometheus-url", default=None, help=argparse.SUPPRESS)
     bench.add_argument("--out", type=Path, required=True, help="folder for runs.jsonl and requests.csv (appended)")
+    _add_runtime_options(bench)
     bench.set_defaults(handler=cmd_serve_bench)
 
     report = commands.add_parser("serving-report", help="markdown report of a serve-bench folder")
