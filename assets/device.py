@@ -58,7 +58,9 @@ device_assets = [device_profile]
 
 device_profile_job = dg.define_asset_job(
     "device_profile_job",
-    selection=dg.AssetSelection.assets(device_profile),
+    # With the convolution study (assets.conv_implementations, by group: that module imports this one).
+    selection=dg.AssetSelection.assets(device_profile) | dg.AssetSelection.groups("convolution"),
     partitions_def=device_partitions,
-    description="Measure the device of the profile (one partition per device).",
+    description="Measure the device of the profile (one partition per device) and compare convolution "
+    "implementations on it.",
 )

@@ -3,6 +3,7 @@
 import dagster as dg
 
 from assets.analysis import analysis_assets
+from assets.conv_implementations import conv_assets
 from assets.device import device_assets, device_profile_job
 from assets.jobs import analysis_job, benchmark_job, latency_predictions_job, learning_job
 from assets.learning import learning_assets
@@ -37,6 +38,7 @@ defs = dg.Definitions.merge(
         assets=learning_assets, jobs=[learning_job, latency_predictions_job], sensors=[prometheus_load_sensor]
     ),
     dg.Definitions(assets=device_assets, jobs=[device_profile_job]),
+    dg.Definitions(assets=conv_assets),
     dg.Definitions(assets=serving_assets),
     dg.Definitions(assets=static_detection_assets),
     dg.Definitions(assets=profiling_assets, jobs=[profiling_job, profiling_comparison_job]),
