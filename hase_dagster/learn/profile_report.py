@@ -175,7 +175,7 @@ def configuration_report(summary: dict[str, Any], top_n: int = 10) -> str:
         lines.append("")
         lines.append(
             _table(
-                ["aten operator", "calls", "ORT kernel families (calls)", "unmapped"],
+                ["aten operator", "calls", "ORT kernel families (calls whose module holds one)", "unmapped"],
                 [
                     [
                         f"`{m['op']}`",
