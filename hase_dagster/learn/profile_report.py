@@ -263,10 +263,8 @@ def _hta_lines(hta: dict[str, Any]) -> list[str]:
                 f"{r.get('idle_category')} {r.get('idle_time_ratio', 0):.2f}" for r in idle if isinstance(r, dict)
             )
         )
-    launch = hta.get("launch_stats")
-    if isinstance(launch, dict):
-        rows = sum(len(v or []) for v in launch.values())
-        lines.append(f"- launch statistics: {rows} launch rows")
+    if "launch_stats_rows" in hta:
+        lines.append(f"- launch statistics: {hta['launch_stats_rows']} launch rows")
     for key, value in hta.items():
         if key.endswith("_error"):
             lines.append(f"- {key.removesuffix('_error')}: failed ({value})")

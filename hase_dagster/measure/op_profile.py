@@ -211,10 +211,21 @@ def kernels_by_op(events: list[dict[str, Any]]) -> dict[str, Any]:
                 api_counts[event["name"]] += 1
         elif cat == "kernel":
             kernels.append(event)
-    # Per thread: operators sorted by start; the enclosing ones of a time t are found by scanning
-    # back from the last operator starting before t (operators nest, so this is short).
-    starts = {tid: [e["ts"] for e in sorted(ops, key=lambda e: e["ts"])] for tid, ops in ops_by_tid.items()}
-    ordered = {tid: sorted(ops, key=lambda e: e["ts"]) for tid, ops in ops_by_tid.items()}
+    # Per thread: operators sorted by start (outer before inner at equal starts), each with its
+    # parent (operators nest). The operators open at time t are the last one starting before t or
+    # one of its ancestors, and all of that one's ancestors: a walk up, not a scan.
+    ordered: dict[Any, list[dict[str, Any]]] = {}
+    parents: dict[Any, list[int]] = {}
+    starts: dict[Any, list[float]] = {}
+    for tid, ops in ops_by_tid.items():
+        ops = sorted(ops, key=lambda e: (e["ts"], -e.get("dur", 0)))
+        parent, stack = [-1] * len(ops), []
+        for i, op in enumerate(ops):
+            while stack and ops[stack[-1]]["ts"] + ops[stack[-1]].get("dur", 0) <= op["ts"]:
+                stack.pop()
+            parent[i] = stack[-1] if stack else -1
+            stack.append(i)
+        ordered[tid], parents[tid], starts[tid] = ops, parent, [e["ts"] for e in ops]
     own: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     inclusive: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
     unmatched = 0
@@ -234,17 +245,15 @@ def kernels_by_op(events: list[dict[str, Any]]) -> dict[str, Any]:
             unmatched += 1
             continue
         tid, t = launch["tid"], launch["ts"]
-        ops = ordered[tid]
+        ops, parent = ordered[tid], parents[tid]
         index = bisect.bisect_right(starts[tid], t) - 1
-        enclosing = []
+        while index >= 0 and not ops[index]["ts"] <= t <= ops[index]["ts"] + ops[index].get("dur", 0):
+            index = parent[index]
+        enclosing = []  # from the innermost outwards
         seen: set[str] = set()
-        while index >= 0 and len(enclosing) < 64:
-            op = ops[index]
-            if op["ts"] <= t <= op["ts"] + op.get("dur", 0):
-                enclosing.append(op)
-            index -= 1
-            if op.get("name", "").startswith("ProfilerStep"):
-                break
+        while index >= 0:
+            enclosing.append(ops[index])
+            index = parent[index]
         aten = [op for op in enclosing if op.get("name", "").startswith("aten::")]
         if not aten:
             unmatched += 1
@@ -538,16 +547,24 @@ def hta_analysis(trace_path: Path, device: str) -> dict[str, Any]:
         except Exception as exc:  # HTA asserts and raises several types on traces it cannot parse
             return {**result, "error": f"HTA could not load the trace: {type(exc).__name__}: {exc}"}
         result["ran"] = True
+        breakdown: dict[str, Any] = {}
+
+        def kernel_breakdown(part: int) -> Any:
+            if "value" not in breakdown:
+                breakdown["value"] = analyzer.get_gpu_kernel_breakdown(visualize=False)
+            return breakdown["value"][part]
+
         for name, call in (
             ("temporal_breakdown", lambda: analyzer.get_temporal_breakdown(visualize=False)),
-            ("kernel_type_breakdown", lambda: analyzer.get_gpu_kernel_breakdown(visualize=False)[0]),
-            ("kernel_breakdown", lambda: analyzer.get_gpu_kernel_breakdown(visualize=False)[1]),
+            ("kernel_type_breakdown", lambda: kernel_breakdown(0)),
+            ("kernel_breakdown", lambda: kernel_breakdown(1)),
             ("idle_time", lambda: analyzer.get_idle_time_breakdown(visualize=False)[0]),
             ("launch_stats", lambda: analyzer.get_cuda_kernel_launch_stats(visualize=False)),
         ):
             try:
                 with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
                     value = call()
+                result[f"{name}_rows"] = _rows(value)
                 result[name] = _jsonable(value)
             except Exception as exc:
                 result[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
@@ -557,6 +574,13 @@ def hta_analysis(trace_path: Path, device: str) -> dict[str, Any]:
             "have nothing to measure here; what it returned or raised is recorded as is."
         )
     return result
+
+
+def _rows(value: Any) -> int:
+    """Rows of a data frame, or of every data frame in a dict (HTA's per-rank results)."""
+    if isinstance(value, dict):
+        return sum(_rows(v) for v in value.values())
+    return len(value) if hasattr(value, "__len__") else 0
 
 
 def _jsonable(value: Any, limit: int = 25) -> Any:
@@ -593,16 +617,13 @@ def cuda_graph_check(module: Any, inputs: dict[str, Any], out_dir: Path) -> dict
     events = _load_trace(trace)
     attributed = kernels_by_op(events)
     hta = hta_analysis(trace, "cuda")
-    launch_rows = hta.get("launch_stats", {})
     return {
         "trace": str(trace),
         "trace_kernels": attributed["kernels"],
         "kernels_attributed_to_an_aten_op": attributed["kernels"] - attributed["unmatched_kernels"],
         "launch_apis": attributed["launch_apis"],
-        "hta_kernel_breakdown_rows": len(hta.get("kernel_breakdown", []) or []),
-        "hta_launch_stats_rows": sum(len(v or []) for v in launch_rows.values())
-        if isinstance(launch_rows, dict)
-        else 0,
+        "hta_kernel_breakdown_rows": hta.get("kernel_breakdown_rows", 0),
+        "hta_launch_stats_rows": hta.get("launch_stats_rows", 0),
         "hta_errors": {k: v for k, v in hta.items() if k.endswith("error")},
     }
 
