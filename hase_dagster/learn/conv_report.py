@@ -31,6 +31,7 @@ from hase_dagster.measure.conv_impls import (
     PRECISIONS,
     REFERENCE,
     TOLERANCE,
+    algorithm_of,
     environment,
     grid,
     read_rows,
@@ -92,6 +93,10 @@ def frame_of(rows: list[dict[str, Any]]) -> pd.DataFrame:
         100.0 * r / d if s == "ok" and d and not math.isnan(r) else math.nan
         for r, d, s in zip(ref_ms, frame["device_ms"], frame["status"])
     ]
+    if "kernels" in frame.columns:  # names read again: rows measured before a naming rule was added
+        frame["algorithm"] = [
+            algorithm_of(k) if isinstance(k, list) else a for k, a in zip(frame["kernels"], frame["algorithm"])
+        ]
     order = {name: i for i, name in enumerate(IMPLEMENTATIONS)}
     frame["_impl"] = frame["implementation"].map(order)
     frame["_prec"] = frame["precision"].map({p: i for i, p in enumerate(PRECISIONS)})
@@ -196,18 +201,20 @@ def findings_of(frame: pd.DataFrame, winners: pd.DataFrame) -> list[str]:
                 f"faster than {against} in {len(finite)} of {len(pays)} cases{payback}"
             )
     # Overhead: at tiny channel counts host time over device time.
-    tiny = ok[ok["config"] == "tiny"]
+    # Overhead, in the first precision measured (fp32 where it ran).
+    first = next((p for p in PRECISIONS if p in set(ok["precision"])), None)
+    tiny = ok[(ok["config"] == "tiny") & (ok["precision"] == first)]
     if not tiny.empty and tiny["kernel_ms"].notna().any():
         ratio = (tiny["host_ms"] / tiny["kernel_ms"]).groupby(tiny["implementation"]).median().sort_values()
         notes.append(
-            "**tiny** (batch 2, 4->8 channels) is overhead: host time per call over GPU kernel time, median: "
+            f"**tiny** (batch 2, 4->8 channels, {first}) is overhead: host time per call over GPU kernel time, median: "
             + ", ".join(f"{k} {v:.1f}x" for k, v in ratio.items())
             + "."
         )
     elif not tiny.empty:
         speed = tiny.groupby("implementation")["device_ms"].median().sort_values()
         notes.append(
-            "**tiny** (batch 2, 4->8 channels) measures per-call overhead: median ms per call "
+            f"**tiny** (batch 2, 4->8 channels, {first}) measures per-call overhead: median ms per call "
             + ", ".join(f"{k} {v:.3f}" for k, v in speed.items())
             + "."
         )
@@ -217,6 +224,8 @@ def findings_of(frame: pd.DataFrame, winners: pd.DataFrame) -> list[str]:
         r = big.iloc[-1]
         ref = ok[(ok["case"] == r["case"]) & (ok["precision"] == r["precision"]) & (ok["implementation"] == REFERENCE)]
         ref_mem = ref["peak_mem_mb"].iloc[0] if len(ref) else None
+        if ref_mem is not None and isinstance(ref_mem, float) and math.isnan(ref_mem):
+            ref_mem = None
         notes.append(
             f"**memory**: im2col materializes C*k*k copies of the input; at {r['case']} {r['precision']} the "
             f"column matrix is {r['im2col_mb']:.1f} MB"

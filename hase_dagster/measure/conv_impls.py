@@ -144,7 +144,8 @@ class TimingBudget:
 
 
 CPU_TIMING = TimingBudget(warmup=1, min_loops=3, max_loops=100, max_seconds=0.2, profile_calls=2)
-GPU_TIMING = TimingBudget()
+# On a GPU: 486 rows (27 cases x 6 implementations x 3 precisions) in a few minutes.
+GPU_TIMING = TimingBudget(warmup=3, min_loops=10, max_loops=200, max_seconds=0.1, profile_calls=3)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -512,6 +513,8 @@ def _cpu_ops(call: Callable[[], Any], calls: int) -> list[dict[str, Any]]:
 # Substrings of kernel (or op) names, first match wins: which algorithm a library chose.
 ALGORITHMS = (
     ("mkldnn", "onednn"),
+    # ATen's own fallback (no oneDNN kernel for the type, e.g. bf16 without AVX512-BF16): im2col + GEMM.
+    ("slow_conv2d", "aten_slow_im2col"),
     ("winograd", "winograd"),
     ("fft", "fft"),
     ("implicit_convolve_sgemm", "implicit_gemm"),
@@ -660,7 +663,12 @@ def _measure_framework(
             row.device_clock = "cuda_events" + ("+host" if clock.uncovered else "")
         row.kernel_ms, row.kernels = _profile_kernels(lambda: built.wait(built.run()), budget.profile_calls)
         if impl.framework == "jax":
-            row.device_ms, row.device_clock = row.kernel_ms, "cupti_kernels"
+            # JAX runs on its own stream: CUPTI's kernel time is its device time (wall time when the
+            # profiler saw none of XLA's kernels).
+            if row.kernel_ms is not None:
+                row.device_ms, row.device_clock = row.kernel_ms, "cupti_kernels"
+            else:
+                row.device_ms, row.device_clock = row.host_ms, "host_wall"
         if impl.framework == "torch":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -848,8 +856,41 @@ def run_grid(
     rows_path = out / "rows.jsonl"
     rows = read_rows(rows_path)
     done = {row_key(r) for r in rows}
-    started = time.monotonic()
     complete = True
+    work_dir = Path(tempfile.mkdtemp(prefix="hase-conv-onnx-"))  # ORT's one-node models, rebuilt per run
+    try:
+        _measure_all(
+            cases, precisions, device, names, budget, deadline_s, log, threads, rows, done, rows_path, work_dir
+        )
+    except _OutOfTime:
+        complete = False
+    finally:
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return rows, complete
+
+
+class _OutOfTime(Exception):
+    pass
+
+
+def _measure_all(
+    cases: Sequence[ConvCase],
+    precisions: Sequence[str],
+    device: str,
+    names: list[str],
+    budget: TimingBudget,
+    deadline_s: float | None,
+    log: Callable[[str], None],
+    threads: int | None,
+    rows: list[dict[str, Any]],
+    done: set[tuple[str, str, str]],
+    rows_path: Path,
+    work_dir: Path,
+) -> None:
+    started = time.monotonic()
+    if rows_path.exists() and rows_path.stat().st_size and not rows_path.read_bytes().endswith(b"\n"):
+        with rows_path.open("a") as sink:  # a line a kill cut short: the next row starts on its own line
+            sink.write("\n")
     with rows_path.open("a") as sink:
         for precision in precisions:
             for case in cases:
@@ -857,13 +898,12 @@ def run_grid(
                 if not todo:
                     continue
                 if deadline_s is not None and time.monotonic() - started > deadline_s:
-                    complete = False
-                    break
+                    raise _OutOfTime
                 inputs = case_inputs(case, precision, device)
                 ref = reference_output(case, *inputs)
                 for name in todo:
                     row = measure_one(
-                        IMPLEMENTATIONS[name], case, precision, device, inputs, ref, budget, out / "onnx", threads
+                        IMPLEMENTATIONS[name], case, precision, device, inputs, ref, budget, work_dir, threads
                     )
                     data = row.to_dict()
                     rows.append(data)
@@ -871,9 +911,6 @@ def run_grid(
                     sink.flush()
                     log(_row_line(data))
                 del inputs, ref
-            if not complete:
-                break
-    return rows, complete
 
 
 def _row_line(row: dict[str, Any]) -> str:
