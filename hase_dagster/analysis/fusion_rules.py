@@ -127,8 +127,8 @@ def features(view: GraphView, group: list[int]) -> dict[str, str]:
     out: dict[str, str] = {}
     for k, node_index in enumerate(group):
         node = view.nodes[node_index]
-        for name, value in view.attributes(node_index).items():
-            out[f"{k}.a.{name}"] = json.dumps(value, sort_keys=True)
+        for name, text in view.attribute_texts(node_index):
+            out[f"{k}.a.{name}"] = text
         order = input_order(view, group, k)
         if order != sorted(order):
             # Which of a commutative op's inputs the pattern feeds (ORT fuses only one side).

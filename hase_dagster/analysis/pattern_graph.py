@@ -51,6 +51,7 @@ class GraphView:
     graph_outputs: set[str]
     by_op: dict[str, list[int]] = field(default_factory=dict)
     _attributes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    _attribute_texts: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     # The structure this view was made from (shared by views at other batch sizes), if any.
     structure: GraphStructure | None = None
 
@@ -58,6 +59,15 @@ class GraphView:
         if index not in self._attributes:
             self._attributes[index] = attribute_values(self.nodes[index])
         return self._attributes[index]
+
+    def attribute_texts(self, index: int) -> list[tuple[str, str]]:
+        """Each attribute of node ``index`` with its value as sorted-key JSON (what rule conditions
+        compare), computed once per node for every view of the same structure."""
+        if index not in self._attribute_texts:
+            self._attribute_texts[index] = [
+                (name, json.dumps(value, sort_keys=True)) for name, value in self.attributes(index).items()
+            ]
+        return self._attribute_texts[index]
 
     def tensor(self, name: str) -> TensorInfo:
         return self.tensors.get(name) or TensorInfo(name, "float", ())
@@ -114,8 +124,15 @@ def _infer(model: onnx.ModelProto) -> dict[str, TensorInfo]:
     }
 
 
-def _evaluate(node: onnx.NodeProto, values: dict[str, np.ndarray], tensors: dict[str, TensorInfo]) -> list | None:
-    """The outputs of a node whose inputs are all known (shapes of Shape's input), else None."""
+def _evaluate(
+    node: onnx.NodeProto,
+    values: dict[str, np.ndarray],
+    tensors: dict[str, TensorInfo],
+    evaluators: dict[int, Any] | None = None,
+    index: int = -1,
+) -> list | None:
+    """The outputs of a node whose inputs are all known (shapes of Shape's input), else None;
+    the node's reference evaluator is kept in ``evaluators`` under ``index`` when given."""
     if node.op_type == "Shape":
         shape = tensors.get(node.input[0])
         if shape is None or not shape.shape or any(d < 0 for d in shape.shape):
@@ -135,7 +152,11 @@ def _evaluate(node: onnx.NodeProto, values: dict[str, np.ndarray], tensors: dict
     from onnx.reference import ReferenceEvaluator
 
     try:
-        evaluator = ReferenceEvaluator(node)
+        evaluator = evaluators.get(index) if evaluators is not None else None
+        if evaluator is None:
+            evaluator = ReferenceEvaluator(node)
+            if evaluators is not None:
+                evaluators[index] = evaluator
         return list(evaluator.run(None, {name: values[name] for name in node.input if name}))
     except Exception:  # an op the reference runtime lacks: its outputs stay unknown
         return None
@@ -153,13 +174,15 @@ def _fold_and_infer(
     light: onnx.ModelProto,
     tensors: dict[str, TensorInfo],
     memo: dict[tuple[Any, ...], list | None] | None = None,
+    evaluators: dict[int, Any] | None = None,
 ) -> dict[str, TensorInfo]:
     """Shapes ONNX inference left unknown because they are computed at run time from other
     shapes (Shape -> Gather -> Concat -> Reshape): one pass in graph order that evaluates those
     constant subgraphs on the shapes known so far and infers each op's outputs from them.
 
     ``memo`` keeps each evaluated node's outputs by its input values (dtype, shape, bytes): the
-    same graph at another batch size evaluates again only what depends on the batch."""
+    same graph at another batch size evaluates again only what depends on the batch, and
+    ``evaluators`` keeps each node's reference evaluator (building one costs as much as a run)."""
     values: dict[str, np.ndarray] = {init.name: numpy_helper.to_array(init) for init in light.graph.initializer}
     types: dict[str, onnx.TypeProto] = {value.name: value.type for value in light.graph.input}
     for init in light.graph.initializer:
@@ -170,10 +193,10 @@ def _fold_and_infer(
         key = _memo_key(index, node, values) if memo is not None else None
         if key is not None and memo is not None:
             if key not in memo:
-                memo[key] = _evaluate(node, values, out)
+                memo[key] = _evaluate(node, values, out, evaluators, index)
             results = memo[key]
         else:
-            results = _evaluate(node, values, out)
+            results = _evaluate(node, values, out, evaluators, index)
         if results is not None:
             for name, value in zip(node.output, results):
                 if name:
@@ -225,8 +248,10 @@ class GraphStructure:
     graph_outputs: set[str]
     by_op: dict[str, list[int]]
     attributes: dict[int, dict[str, Any]] = field(default_factory=dict)
+    attribute_texts: dict[int, list[tuple[str, str]]] = field(default_factory=dict)
     matches: dict[str, list[list[int]]] = field(default_factory=dict)
     evaluations: dict[tuple[Any, ...], list | None] = field(default_factory=dict)
+    evaluators: dict[int, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, model: onnx.ModelProto, batch_size: int | None = None) -> GraphStructure:
@@ -293,7 +318,7 @@ class GraphStructure:
                 self.light.graph.input[index].type.tensor_type.shape.dim[0].dim_value = batch_size
         tensors = _infer(self.light)
         if any(any(d < 0 for d in t.shape) for t in tensors.values()):
-            tensors.update(_fold_and_infer(self.light, tensors, self.evaluations))
+            tensors.update(_fold_and_infer(self.light, tensors, self.evaluations, self.evaluators))
         tensors.update(self.initializer_tensors)
         return GraphView(
             nodes=self.nodes,
@@ -307,6 +332,7 @@ class GraphStructure:
             graph_outputs=self.graph_outputs,
             by_op=self.by_op,
             _attributes=self.attributes,
+            _attribute_texts=self.attribute_texts,
             structure=self,
         )
 
