@@ -3,7 +3,7 @@ command, imports included), against measuring the same model on the CPU EP here 
 H100 measurement in the bundle's tables.
 
     .venv/bin/python results/prediction-speed/export_models.py     # once: models/ (git-ignored)
-    .venv/bin/python results/prediction-speed/bench.py [--bundle h100] [--repeat 3]
+    .venv/bin/python results/prediction-speed/bench.py [--bundle h100] [--repeat 3] [--cpu-from results-before.json]
 
 Writes results.json and results.md next to this file.
 """
@@ -129,6 +129,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--no-cpu", action="store_true", help="skip the CPU measurements")
     parser.add_argument(
+        "--cpu-from",
+        type=Path,
+        default=None,
+        help="take the CPU EP measurements from an earlier results file (next to this script) instead of "
+        "measuring again: they do not depend on Hase's prediction code, and ViT-B/16 at batch 64 takes minutes",
+    )
+    parser.add_argument(
         "--only", default="", help="comma-separated models to measure again, replacing their cases in results.json"
     )
     args = parser.parse_args()
@@ -142,9 +149,19 @@ def main() -> int:
     previous = json.loads((HERE / "results.json").read_text()) if only else None
     if only:
         cases = [c for c in cases if c[0] in only]
+    earlier_cpu = {}
+    if args.cpu_from is not None:
+        earlier = json.loads((HERE / args.cpu_from).read_text())
+        for c in earlier["cases"]:
+            if c.get("cpu_measure"):
+                earlier_cpu[(c["model"], c["batch_size"])] = c["cpu_measure"] | {
+                    "from": f"{Path(args.cpu_from).name} ({earlier['date']})"
+                }
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
     results: dict = {
         "device": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores (the project's VM)",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "commit": commit.stdout.strip(),
         "bundle": args.bundle,
         "load": "level=0.5",
         "cases": [],
@@ -164,7 +181,9 @@ def main() -> int:
             "peak_rss_mb_max": max(r["peak_rss_mb"] or 0 for r in runs),
             "h100": h100.get((name, batch)),
         }
-        if not args.no_cpu:
+        if (name, batch) in earlier_cpu:
+            case["cpu_measure"] = earlier_cpu[(name, batch)]
+        elif not args.no_cpu:
             case["cpu_measure"] = measure_cpu(model, batch)
         results["cases"].append(case)
         print(json.dumps({k: v for k, v in case.items() if k != "runs"}), flush=True)
@@ -202,7 +221,8 @@ def main() -> int:
 
 def markdown(results: dict) -> str:
     lines = [
-        f"Bundle `{results['bundle']}`, load {results['load']}, {results['device']}, {results['date']}.",
+        f"Bundle `{results['bundle']}`, load {results['load']}, {results['device']}, {results['date']}"
+        + (f", Hase at commit `{results['commit']}`." if results.get("commit") else "."),
         "",
         "| model | set | batch | file MB | kernels | predicted ms | predict wall s (median / max) | CPU s "
         "| peak RSS MB "
@@ -236,6 +256,9 @@ def markdown(results: dict) -> str:
         cells = [s["model"], s["batch_sizes"], s["loads"], s["runs"][0].get("answers", "-"), walls, cpus, f"{peak:.0f}"]
         lines.append("| " + " | ".join(str(x) for x in cells) + " |")
     summary = results["summary"]
+    sources = sorted({c["cpu_measure"]["from"] for c in results["cases"] if (c.get("cpu_measure") or {}).get("from")})
+    if sources:
+        lines += ["", f"CPU EP measurements taken from an earlier run of this script: {', '.join(sources)}."]
     lines += [
         "",
         f"Per model: wall p50 {summary['per_model_wall_s_p50']:.2f} s, max {summary['per_model_wall_s_max']:.2f} s; "
