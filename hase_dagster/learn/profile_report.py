@@ -12,6 +12,10 @@ from typing import Any
 from hase_dagster.analysis.aten_ops import CATEGORIES
 
 UI_PLOT_WIDTH_PX = 640  # what the Dagster UI's metadata dialog shows without scaling
+# The runtime calls HTA 0.5.0's launch statistics take for kernel launches (get_cuda_kernel_launch_stats in
+# hta/analyzers/cuda_kernel_analysis.py); cuLaunchKernel, cuLaunchKernelEx and cudaGraphLaunch are not
+# among them (its symbol table's launch query adds cuLaunchKernel, not cuLaunchKernelEx).
+HTA_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC")
 
 
 def _pct(value: float) -> str:
@@ -224,9 +228,12 @@ def configuration_report(summary: dict[str, Any], top_n: int = 10) -> str:
             )
     apis = summary.get("kernel_attribution", {}).get("launch_apis")
     if gpu and apis:
+        covered = sum(n for api, n in apis.items() if api in HTA_LAUNCH_APIS)
+        missed = {api: n for api, n in apis.items() if api not in HTA_LAUNCH_APIS}
         lines.append(
-            f"- launch APIs in the eager trace: {apis} (HTA's launch statistics count `cudaLaunchKernel`; "
-            "`cuLaunchKernelEx` launches are the gap to check against its rows)"
+            f"- launches in the eager trace by API: {apis}; HTA 0.5.0's launch statistics match only "
+            f"{', '.join(HTA_LAUNCH_APIS)} ({covered} of {sum(apis.values())} launches here; not matched: "
+            f"{missed or 'none'}); its launch-stat rows: {summary.get('hta', {}).get('launch_stats_rows', '-')}"
         )
     return "\n".join(lines) + "\n"
 
