@@ -17,7 +17,7 @@ from assets.measurement import measurement_assets
 from hase_dagster.analysis.zoo import ModelVariant, export_variant
 from hase_dagster.core.config import ZooModel
 from hase_dagster.core.errors import HaseError
-from hase_dagster.learn.predict import Composition, Sums
+from hase_dagster.learn.predict import Composition, Sums, pipelined_end_ms
 from hase_dagster.learn.predict_file import resolve_load, with_batch_size
 from hase_dagster.learn.regressor import mape, training_rows, within
 from hase_dagster.learn.training import Predictor, load_at_level, predictor_path, train_predictor
@@ -271,6 +271,36 @@ def test_composition_finds_the_launch_bound_regime() -> None:
     assert fitted.apply(Sums(0, 0.2, 0.2, 100, 0.0, idle_mean_ms=0.2, idle_kernel_ms=tiny))[0] == pytest.approx(
         0.85, rel=0.05
     )
+
+
+def test_pipelined_dispatch_hides_short_kernels_queued_behind_a_long_one() -> None:
+    """The host issues a kernel every 10 us; tiny kernels queued behind a 1 ms kernel cost no GPU
+    idle time, while the same tiny kernels alone leave the GPU waiting on the host."""
+    queued = (1.0,) + (0.001,) * 50
+    assert pipelined_end_ms(queued, 0.010) == pytest.approx(0.010 + 1.0 + 50 * 0.001)
+    alone = (0.001,) * 50
+    assert pipelined_end_ms(alone, 0.010) == pytest.approx(50 * 0.010 + 0.001)
+    behind = Sums(0, 1.05, 1.05, 51, 0.0, idle_mean_ms=1.05, idle_kernel_ms=queued)
+    assert behind.dispatch_stall_ms(0.010) == pytest.approx(0.010)
+    assert behind.launch_shortfall_ms(0.010) == pytest.approx(50 * 0.009)
+
+
+def test_composition_fits_a_pipelined_host() -> None:
+    """Models whose latency is the pipelined dispatch's end: the fit picks that dispatch time and
+    predicts a host-bound model it never saw."""
+    rng = np.random.default_rng(2)
+    points = []
+    for _ in range(24):
+        count = int(rng.integers(10, 300))
+        kernel_ms = tuple(float(v) for v in rng.lognormal(np.log(rng.uniform(0.003, 0.3)), 1.0, count))
+        truth = pipelined_end_ms(kernel_ms, 0.012)
+        idle = sum(kernel_ms)
+        points.append((Sums(0, idle, idle, count, 0.0, idle_mean_ms=idle, idle_kernel_ms=kernel_ms), truth, truth))
+    fitted = Composition.fit(points)
+    assert fitted.dispatch_ms == 0.012
+    tiny = (0.5,) + (0.002,) * 100
+    unseen = Sums(0, 0.7, 0.7, 101, 0.0, idle_mean_ms=0.7, idle_kernel_ms=tiny)
+    assert fitted.apply(unseen)[0] == pytest.approx(pipelined_end_ms(tiny, 0.012), rel=0.05)
 
 
 def test_composition_round_trips_through_json() -> None:

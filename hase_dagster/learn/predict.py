@@ -4,7 +4,8 @@ combined over the model's DAG and calibrated to measured whole-model latencies.
 Composition: a model's mean (and p90) latency is a bounded linear combination of named physical
 terms (:data:`MEAN_TERMS`): its kernels' predicted idle and loaded sums, a time-slicing wait that
 grows with the run's length and one paid once per run, a per-kernel and a per-run host cost, the
-launch-bound shortfall of kernels shorter than the host's dispatch, and view ops apart. The
+launch-bound shortfall of kernels shorter than the host's dispatch, the GPU idle time of a
+pipelined host dispatch (:func:`pipelined_end_ms`), and view ops apart. The
 coefficients are fitted on measured whole models. Under GPU time-slicing waiting is paid per model
 run, not per kernel, so a raw sum of loaded kernel times is far off.
 """
@@ -64,6 +65,12 @@ class Sums:
         """GPU time left idle while the host dispatches kernels shorter than ``dispatch_ms``."""
         return float(sum(max(0.0, dispatch_ms - g) for g in self.idle_kernel_ms))
 
+    def dispatch_stall_ms(self, dispatch_ms: float) -> float:
+        """GPU time left idle when the host issues a kernel every ``dispatch_ms`` and the GPU runs them
+        in order (see :func:`pipelined_end_ms`): unlike :meth:`launch_shortfall_ms`, a queue built up
+        behind long kernels hides the dispatch of the short ones after them."""
+        return pipelined_end_ms(self.idle_kernel_ms, dispatch_ms) - float(sum(self.idle_kernel_ms))
+
     def values(self, dispatch_ms: float) -> dict[str, float]:
         """Each mean term's value for this model (see :data:`MEAN_TERMS`)."""
         share = self.load_util / 100.0
@@ -78,10 +85,33 @@ class Sums:
             "view_ops": self.view_idle_ms,
             "load_share_per_run": share,
             "launch_shortfall": self.launch_shortfall_ms(dispatch_ms),
+            "dispatch_stall": self.dispatch_stall_ms(dispatch_ms),
             "timeslice_wait": wait_mean,
             "p90_kernels": self.p90_ms,
             "timeslice_wait_p90": wait_p90,
         }
+
+
+def pipelined_end_ms(kernel_ms: tuple[float, ...], dispatch_ms: float) -> float:
+    """When the last of ``kernel_ms`` ends if the host issues kernel k at (k+1) x ``dispatch_ms`` and
+    the GPU runs each when it is issued and the one before has ended.
+
+    The recurrence end = max(end, issue) + g unrolls to max over k of (issue_k + the kernels from k
+    on), computed here without a Python loop.
+
+    Args:
+        kernel_ms: the kernels' GPU times in launch order, ms.
+        dispatch_ms: the host's time to issue one kernel, ms.
+
+    Returns:
+        The run's end, ms from its start.
+    """
+    if not kernel_ms:
+        return 0.0
+    times = np.asarray(kernel_ms, dtype=float)
+    from_k_on = np.cumsum(times[::-1])[::-1]
+    issue = dispatch_ms * np.arange(1, len(times) + 1)
+    return float(np.max(issue + from_k_on))
 
 
 # Ops whose output is a view of their input: ORT's CUDA and CPU kernels for them declare an alias.
@@ -142,6 +172,14 @@ MEAN_TERMS: tuple[Term, ...] = (
         0.0,
         "sum over kernels of max(0, dispatch - kernel time): the GPU idles while the host dispatches "
         "kernels shorter than it (small models, batch 1)",
+    ),
+    Term(
+        "dispatch_stall",
+        0.0,
+        _INF,
+        0.0,
+        "GPU idle time while a host issuing one kernel per dispatch time runs ahead of or behind an "
+        "in-order GPU (pipelined_end_ms - the kernels' sum): host-bound small models, batch 1",
     ),
     Term(
         "timeslice_wait",
