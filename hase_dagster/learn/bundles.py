@@ -350,7 +350,7 @@ def load_bundle(name_or_path: str | os.PathLike[str], data_root: Path | None = N
 
 
 def _default_data_root() -> Path:
-    from hase_dagster.core.config import data_dir
+    from hase_dagster.core.paths import data_dir  # not core.config: reading a bundle reads no config
 
     return data_dir()
 
