@@ -380,7 +380,8 @@ def dispatch_of(op: str, path: str | Path | None = None) -> dict[str, str]:
 
 
 # Dispatch functions and composite operators -> file in the PyTorch source tree (aten/src/ATen/native/).
-# Checked against the public pytorch/pytorch tree (2026-11-23); a release may move them.
+# Each file checked to exist in the public pytorch/pytorch tree (2026-11-23; addmm_out_cuda, gelu_out_cuda and
+# _scaled_dot_product_flash_attention_cpu also read there in their files); a release may move them.
 KNOWN_SOURCES: dict[str, str] = {
     "addmm_out_cuda": "cuda/Blas.cpp",
     "mm_out_cuda": "cuda/Blas.cpp",
@@ -397,7 +398,7 @@ KNOWN_SOURCES: dict[str, str] = {
     "layer_norm_cpu": "layer_norm.cpp",
     "layer_norm_cuda": "cuda/layer_norm_kernel.cu",
     "gelu_out_cpu": "Activation.cpp",
-    "gelu_out_cuda": "Activation.cpp",
+    "gelu_out_cuda": "cuda/Activation.cpp",
     "softmax_cpu_out": "SoftMax.cpp",
     "softmax_cuda_out": "cuda/SoftMax.cu",
     "scaled_dot_product_attention": "transformers/attention.cpp",
