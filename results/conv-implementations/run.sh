@@ -3,7 +3,7 @@
 # fp32/fp16/bf16, then tf32), in steps that resume. Every call
 #   bash results/conv-implementations/run.sh BUDGET_S [BUNDLE ...]
 # copies the carried wheel bundles (.gpuhost/BUNDLE) into /tmp/gh, installs onnxruntime-gpu and
-# pydantic (bundles 1-7) once they are all there, runs the steps not yet done until BUDGET_S seconds
+# pydantic (bundles 1-6 with 1b-5b, and bundle19) once they are all there, runs the steps not yet done until BUDGET_S seconds
 # have passed, writes the report of every row so far and copies it to $OUT/conv-implementations/.
 # A step that runs out of time mid-grid stops between cases; the next call resumes at the next case
 # (rows in $STATE/out/rows.jsonl).
@@ -39,12 +39,15 @@ for bundle in "$@"; do
 done
 ort_cuda() { "$PY" -c "import onnxruntime as o, sys; sys.exit(0 if 'CUDAExecutionProvider' in o.get_available_providers() else 1)" 2>/dev/null; }
 if [ "$DEVICE" = cuda ] && ! ort_cuda; then
+  # The ORT wheel's 11 pieces (bundles 1-5, 1b-5b, 6) and pydantic for Hase's runner: bundle19 (2.7 MB,
+  # pydantic's four wheels out of bundle7) or bundle7 itself.
   parts=$(find /tmp/gh -name 'onnxruntime_gpu-*.whl.part.*' 2>/dev/null | wc -l)
-  if [ "$parts" -ge "${ORT_PARTS:-11}" ] && [ -e /tmp/gh/bundle7/offline-install ]; then
-    /tmp/gh/bundle7/offline-install /tmp/gh /tmp/site > "$STATE/install.log" 2>&1 && touch /tmp/site/.installed \
-      || { echo "installing the ORT wheels FAILED:"; tail -5 "$STATE/install.log"; }
+  deps=$(find /tmp/gh -name 'pydantic_core-*.whl' 2>/dev/null | wc -l)
+  if [ "$parts" -ge "${ORT_PARTS:-11}" ] && [ "$deps" -ge 1 ]; then
+    "$(find /tmp/gh -name offline-install | head -1)" /tmp/gh /tmp/site > "$STATE/install.log" 2>&1 \
+      && touch /tmp/site/.installed || { echo "installing the ORT wheels FAILED:"; tail -5 "$STATE/install.log"; }
   else
-    echo "onnxruntime-gpu: $parts of ${ORT_PARTS:-11} wheel pieces and $( [ -d /tmp/gh/bundle7 ] && echo || echo no ) bundle7 so far; the ort steps wait"
+    echo "onnxruntime-gpu: $parts of ${ORT_PARTS:-11} wheel pieces, pydantic wheels: $deps (bundle19); the ort step waits"
   fi
 fi
 jax_gpu() { "$PY" -c "import jax, sys; sys.exit(0 if jax.devices('gpu') else 1)" >/dev/null 2>&1; }
@@ -94,7 +97,7 @@ done
 if [ "$DEVICE" = cpu ] || ort_cuda; then
   step ort measure fp32,fp16 conv_ort
 else
-  echo "ort: waiting for onnxruntime-gpu (carry bundles 1-7)"
+  echo "ort: waiting for onnxruntime-gpu (carry bundles 1-6, 1b-5b and 19)"
 fi
 if [ "${TF32:-1}" = 1 ] && [ "$DEVICE" = cuda ]; then
   step tf32 measure tf32 "$TORCH,$JAX,conv_ort"
