@@ -260,6 +260,8 @@ def _hta_lines(hta: dict[str, Any]) -> list[str]:
             )
         )
     kernels = hta.get("kernel_breakdown")
+    if "kernel_breakdown_rows" in hta and not kernels:
+        lines.append("- kernel breakdown: no GPU kernel in the trace (0 rows)")
     if kernels:
         lines.append("- top kernels (HTA): " + "; ".join(f"`{str(r.get('name'))[:60]}`" for r in kernels[:3]))
     idle = hta.get("idle_time")
