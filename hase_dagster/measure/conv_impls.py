@@ -523,6 +523,7 @@ ALGORITHMS = (
     ("conv_kernel", "implicit_gemm"),
     ("precomputed", "implicit_gemm_precomp"),
     ("direct", "direct"),
+    ("cudnn_generated", "cudnn_runtime_fusion"),
     ("im2col", "im2col+gemm"),
     ("convolution", "conv"),
     ("triton", "triton"),
