@@ -170,11 +170,44 @@ def _memo_key(index: int, node: onnx.NodeProto, values: dict[str, np.ndarray]) -
     return (index, *((values[n].dtype.str, values[n].shape, values[n].tobytes()) for n in node.input if n))
 
 
+# ONNX element type of each numpy dtype met (as numpy_helper.from_array gives it), and tensor type
+# protos by (element type, shape): the fold pass asks for them thousands of times per model.
+_ELEMENT_TYPES: dict[np.dtype, int] = {}
+
+
+def _element_type(array: np.ndarray) -> int:
+    if array.dtype == object:  # strings and others: from_array looks at the values
+        return int(numpy_helper.from_array(array).data_type)
+    code = _ELEMENT_TYPES.get(array.dtype)
+    if code is None:
+        code = _ELEMENT_TYPES[array.dtype] = int(numpy_helper.from_array(array).data_type)
+    return code
+
+
+@functools.lru_cache(maxsize=4096)
+def _tensor_type(element_type: int, shape: tuple[int, ...]) -> onnx.TypeProto:
+    """A shared, never modified type proto (inference only reads it)."""
+    return helper.make_tensor_type_proto(element_type, list(shape))
+
+
+def _value_proto(
+    name: str, array: np.ndarray, protos: dict[str, tuple[np.ndarray, onnx.TensorProto]] | None
+) -> onnx.TensorProto:
+    """``numpy_helper.from_array(array, name)``, kept in ``protos`` while ``name`` holds that array."""
+    if protos is None:
+        return numpy_helper.from_array(array, name)
+    cached = protos.get(name)
+    if cached is None or cached[0] is not array:
+        cached = protos[name] = (array, numpy_helper.from_array(array, name))
+    return cached[1]
+
+
 def _fold_and_infer(
     light: onnx.ModelProto,
     tensors: dict[str, TensorInfo],
     memo: dict[tuple[Any, ...], list | None] | None = None,
     evaluators: dict[int, Any] | None = None,
+    protos: dict[str, tuple[np.ndarray, onnx.TensorProto]] | None = None,
 ) -> dict[str, TensorInfo]:
     """Shapes ONNX inference left unknown because they are computed at run time from other
     shapes (Shape -> Gather -> Concat -> Reshape): one pass in graph order that evaluates those
@@ -182,7 +215,8 @@ def _fold_and_infer(
 
     ``memo`` keeps each evaluated node's outputs by its input values (dtype, shape, bytes): the
     same graph at another batch size evaluates again only what depends on the batch, and
-    ``evaluators`` keeps each node's reference evaluator (building one costs as much as a run)."""
+    ``evaluators`` keeps each node's reference evaluator (building one costs as much as a run)
+    and ``protos`` each value's tensor proto (for inference) while the value stays the same."""
     values: dict[str, np.ndarray] = {init.name: numpy_helper.to_array(init) for init in light.graph.initializer}
     types: dict[str, onnx.TypeProto] = {value.name: value.type for value in light.graph.input}
     for init in light.graph.initializer:
@@ -202,9 +236,9 @@ def _fold_and_infer(
                 if name:
                     array = np.asarray(value)
                     values[name] = array
-                    proto = numpy_helper.from_array(array, name)
-                    types[name] = helper.make_tensor_type_proto(proto.data_type, list(array.shape))
-                    out[name] = TensorInfo(name, ort_name_of_onnx_type(proto.data_type), tuple(array.shape))
+                    element_type = _element_type(array)
+                    types[name] = _tensor_type(element_type, tuple(array.shape))
+                    out[name] = TensorInfo(name, ort_name_of_onnx_type(element_type), tuple(array.shape))
             continue
         try:
             schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "ai.onnx", 1), node.domain)
@@ -212,7 +246,7 @@ def _fold_and_infer(
                 schema,
                 node,
                 {name: types[name] for name in node.input if name in types},
-                {name: numpy_helper.from_array(values[name], name) for name in node.input if name in values},
+                {name: _value_proto(name, values[name], protos) for name in node.input if name in values},
                 opset_imports=list(light.opset_import),
             )
         except Exception:  # an op without a schema (contrib domains) or one inference rejects
@@ -252,6 +286,7 @@ class GraphStructure:
     matches: dict[str, list[list[int]]] = field(default_factory=dict)
     evaluations: dict[tuple[Any, ...], list | None] = field(default_factory=dict)
     evaluators: dict[int, Any] = field(default_factory=dict)
+    value_protos: dict[str, tuple[np.ndarray, onnx.TensorProto]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, model: onnx.ModelProto, batch_size: int | None = None) -> GraphStructure:
@@ -318,7 +353,7 @@ class GraphStructure:
                 self.light.graph.input[index].type.tensor_type.shape.dim[0].dim_value = batch_size
         tensors = _infer(self.light)
         if any(any(d < 0 for d in t.shape) for t in tensors.values()):
-            tensors.update(_fold_and_infer(self.light, tensors, self.evaluations, self.evaluators))
+            tensors.update(_fold_and_infer(self.light, tensors, self.evaluations, self.evaluators, self.value_protos))
         tensors.update(self.initializer_tensors)
         return GraphView(
             nodes=self.nodes,
