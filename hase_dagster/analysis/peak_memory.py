@@ -19,17 +19,22 @@ from hase_dagster.analysis.costs import tensor_bytes
 MB = 1e6
 # cuBLAS's default workspace on Hopper-class GPUs (per handle); the CUDA EP's cuDNN convolutions take
 # their workspace from the arena too, bounded here by the largest kernel's activations. Both are
-# assumptions until the GPU's measured peaks calibrate them.
+# assumptions; on the H100 this workspace plus the fitted session constant below left no arena share
+# to fit (results/memory/README.md).
 CUBLAS_WORKSPACE_BYTES = 32 * 2**20
 # What an ORT session holds beyond its tensors (graph, kernels, planner state): squeezenet1_1 and
 # resnet18 at batch 1 held 5.0 and 4.8 MB more RSS than their weights and live activations on the
-# CPU EP (the 2-core dev VM, 2026-11-23). Not yet measured on the CUDA EP.
-SESSION_BYTES = {"cpu": 5_000_000, "cuda": 0}
+# CPU EP (the 2-core dev VM, 2026-11-23). On the CUDA EP (cuDNN/cuBLAS handles, kernels loaded, the
+# arena's first regions) 127.7 MB, fitted on the H100's six measured peaks (resnet50, mobilenet_v2,
+# efficientnet_b0 at batch 1 and 32; results/device/h100/memory_cuda.json, 2026-11-23) by
+# learn.memory_calibration: in-sample MAPE 18.2%, 30.7% with each model left out of the fit.
+SESSION_BYTES = {"cpu": 5_000_000, "cuda": 127_700_000}
 # ORT's arena holds more than the live activations (its allocation plan fragments, the arena rounds
 # and grows in powers of two): the share added to the activations' peak. 0.5 on the CPU EP fitted on
 # resnet18, mobilenet_v2 and squeezenet1_1 at batch 1 and 4 (dev VM, 2026-11-23: in-sample MAPE 8.7%);
 # on efficientnet_b0, mnasnet0_5 and resnet50, never fitted on, it took the MAPE from 23.4% to 16.6%
-# (results/memory). Not yet measured on the CUDA EP.
+# (results/memory). On the CUDA EP the same H100 fit found no share beyond the workspace term (which
+# already adds the largest kernel's activations): fitted -0.03, kept at 0.
 ARENA_OVERHEAD = {"cpu": 0.5, "cuda": 0.0}
 
 

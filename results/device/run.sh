@@ -11,6 +11,7 @@
 #   timeslice  the probe's timeline alone, beside a spinning second process, beside the stressor
 #   memory     issue 15 B: `hase memory --ep cuda` (predicted vs measured peak) on resnet50,
 #              mobilenet_v2 and efficientnet_b0 at batch 1 and 32 (exported here; needs torchvision)
+#   arena      issue 15 B check: ORT's arena regions/reservations per model and CUDA EP setting
 #   precision  issue 15 C: `hase precision --ep cuda` (fp16/int8 speed-up, agreement, INT8 kernels)
 #              on resnet50 and mobilenet_v2 at batch 32
 # Settings (environment): PY (python3; .venv/bin/python rehearses on a dev machine), OUT (/tmp/out),
@@ -61,10 +62,15 @@ if "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"
   # cudaMemGetInfo) of a few zoo models at batch 1 and 32 on the CUDA EP.
   step memory 100 bash -c '"$PY" results/device/export_models.py "$1/models" 1,32 resnet50,mobilenet_v2,efficientnet_b0 \
     && hase memory "$1"/models/*.onnx --ep cuda --json > "$1/memory_cuda.json"' _ "$STATE"
+  # Issue 15 B, the measurement check: ORT's arena regions and reservations per model (verbose log)
+  # beside NVML/cudaMemGetInfo, with the default settings, kSameAsRequested, no max cuDNN workspace,
+  # and HEURISTIC search (24 sessions, one child process each).
+  step arena 240 bash -c '"$PY" results/device/export_models.py "$1/models" 1,32 resnet50,mobilenet_v2,efficientnet_b0 \
+    && "$PY" results/device/arena_log.py "$1/arena_cuda.json" "$1"/models/*_i224_b1.onnx "$1"/models/*_i224_b32.onnx' _ "$STATE"
   # Issue 15 C on the GPU: fp16 and int8 (QDQ) variants on the CUDA EP: speed-up, top-1 agreement,
   # and which kernels really run in INT8 there and which fall back (float or the CPU EP).
-  step precision 120 bash -c '"$PY" results/device/export_models.py "$1/models" 32 resnet50,mobilenet_v2 \
-    && hase precision "$1"/models/resnet50_i224_b32.onnx "$1"/models/mobilenet_v2_i224_b32.onnx --ep cuda \
+  step precision 160 bash -c '"$PY" results/device/export_models.py "$1/models" 32 resnet50,mobilenet_v2,efficientnet_b0 \
+    && hase precision "$1"/models/{resnet50,mobilenet_v2,efficientnet_b0}_i224_b32.onnx --ep cuda \
        --out "$1/precision" --json > "$1/precision_cuda.json"' _ "$STATE"
   parts=()
   for part in core triton timeslice; do [ -e "$STATE/$part/device_profile.json" ] && parts+=("$STATE/$part"); done
@@ -81,7 +87,7 @@ rm -rf "$OUT/device" && mkdir -p "$OUT/device"
 for part in cpu gpu; do
   [ -d "$STATE/$part" ] && cp -r "$STATE/$part" "$OUT/device/"
 done
-for result in memory_cuda.json precision_cuda.json; do
+for result in memory_cuda.json precision_cuda.json arena_cuda.json; do
   [ -e "$STATE/$result" ] && cp "$STATE/$result" "$OUT/device/"
 done
 cat "$STATE"/steps/*.log > "$OUT/device/steps.log" 2>/dev/null
