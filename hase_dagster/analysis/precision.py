@@ -44,6 +44,54 @@ def fp16_variant(source: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     return out
 
 
+# float16's range: the largest finite value, and the smallest normal one (below it precision falls off;
+# below half the smallest subnormal, 2.98e-8, a value rounds to 0).
+FP16_MAX = 65504.0
+FP16_MIN_NORMAL = 6.103515625e-05
+
+
+def top1_agreement(reference: np.ndarray, variant: np.ndarray) -> dict[str, Any]:
+    """Top-1 agreement of ``variant``'s outputs with ``reference``'s (rows of class scores), counting
+    only rows where both have one top class: argmax over a row whose maximum is tied (a constant
+    output, e.g. fp16 logits that all rounded to 0) names the first class, not a prediction.
+
+    Args:
+        reference: the fp32 model's scores, shape (rows, classes).
+        variant: the variant's scores on the same inputs, same shape.
+
+    Returns:
+        ``top1_agreement`` (None when no row has a single top class on both sides), ``top1_rows``
+        (rows compared), ``tied_rows`` and ``reference_tied_rows`` (rows without a single top class),
+        ``max_abs`` and ``reference_max_abs`` (largest |score|), ``fp16_range``: a note when the
+        reference's scores lie outside what float16 represents (None when inside).
+    """
+    reference, variant = np.asarray(reference, dtype=np.float64), np.asarray(variant, dtype=np.float64)
+
+    def single_top(rows: np.ndarray) -> np.ndarray:
+        return np.sum(rows == rows.max(axis=-1, keepdims=True), axis=-1) == 1
+
+    valid = single_top(reference) & single_top(variant)
+    same = reference.argmax(-1) == variant.argmax(-1)
+    largest = float(np.max(np.abs(reference))) if reference.size else 0.0
+    note = None
+    if largest > FP16_MAX:
+        note = f"fp32 scores reach {largest:.3g}, above float16's largest {FP16_MAX:g}: they overflow in fp16"
+    elif largest < FP16_MIN_NORMAL:
+        note = (
+            f"fp32 scores are at most {largest:.3g}, below float16's smallest normal {FP16_MIN_NORMAL:.3g}: "
+            "fp16 cannot hold them (random-weight activations that vanish through the network)"
+        )
+    return {
+        "top1_agreement": float(np.mean(same[valid])) if valid.any() else None,
+        "top1_rows": int(valid.sum()),
+        "tied_rows": int((~single_top(variant)).sum()),
+        "reference_tied_rows": int((~single_top(reference)).sum()),
+        "max_abs": float(np.max(np.abs(variant))) if variant.size else 0.0,
+        "reference_max_abs": largest,
+        "fp16_range": note,
+    }
+
+
 class RandomCalibration:
     """ORT's calibration data reader: ``batches`` random feeds (standard normal floats) shaped as the
     model's inputs (dynamic dimensions as 1)."""

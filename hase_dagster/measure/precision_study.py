@@ -10,7 +10,14 @@ from typing import Any
 import numpy as np
 
 from hase_dagster.analysis.graph import optimize_and_profile
-from hase_dagster.analysis.precision import PRECISIONS, RandomCalibration, fp16_variant, int8_variant, kernel_precisions
+from hase_dagster.analysis.precision import (
+    PRECISIONS,
+    RandomCalibration,
+    fp16_variant,
+    int8_variant,
+    kernel_precisions,
+    top1_agreement,
+)
 from hase_dagster.core.config import TimingOptions
 from hase_dagster.core.ort_runtime import EpName
 from hase_dagster.measure.runner import ModelRunner
@@ -24,7 +31,8 @@ def compare_precisions(
     source: str | os.PathLike[str], ep: EpName, out_dir: str | os.PathLike[str], draws: int = 8, seconds: float = 0.5
 ) -> list[dict[str, Any]]:
     """fp32, fp16 and int8 of ``source`` on ``ep``: latency, speed-up over fp32, top-1 agreement with
-    fp32 (argmax of the first output over its last axis, over ``draws`` random input batches) and the
+    fp32 (argmax of the first output over its last axis, over ``draws`` random input batches; rows whose
+    scores tie for the top are left out and counted, ``analysis.precision.top1_agreement``) and the
     kernels' precisions. A variant that cannot be made or run gets a row with its ``error``.
 
     Returns:
@@ -52,14 +60,17 @@ def compare_precisions(
             runner = ModelRunner(path, ep, level="all", feeds=feeds[0])
             result = runner.time(timing)
             row.update(mean_ms=result.mean_ms, median_ms=result.median_ms, p90_ms=result.p90_ms, n=result.n)
-            top1 = np.concatenate(
-                [np.asarray(runner.session.run(None, f)[0]).reshape(-1, _classes(runner)).argmax(-1) for f in feeds]
+            scores = np.concatenate(
+                [
+                    np.asarray(runner.session.run(None, f)[0], dtype=np.float32).reshape(-1, _classes(runner))
+                    for f in feeds
+                ]
             )
             del runner
             if precision == "fp32":
-                reference = top1
+                reference = scores
             if reference is not None:
-                row["top1_agreement"] = float(np.mean(top1 == reference))
+                row.update(top1_agreement(reference, scores))
             graph = optimize_and_profile(path, out / f"{source.stem}.{precision}.{ep}.optimized.onnx", ep)
             row["kernels"] = kernel_precisions(graph.nodes)
         except Exception as exc:  # a variant ORT cannot build or run on this EP is a finding, not a crash

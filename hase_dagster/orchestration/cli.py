@@ -280,10 +280,13 @@ def cmd_precision(args: argparse.Namespace) -> int:
         print(
             f"{row['model']:<36} {row['precision']:<5} median {row['median_ms']:9.3f} ms  speed-up "
             f"{row.get('speedup', float('nan')):5.2f}x  "
-            f"top-1 agreement {row.get('top1_agreement', float('nan')):6.1%}  "
+            f"top-1 agreement {row['top1_agreement'] if row.get('top1_agreement') is not None else float('nan'):6.1%}"
+            + (f" ({row['tied_rows']} tied rows)" if row.get("tied_rows") else "")
+            + "  "
             f"{row['size_mb']:7.1f} MB  kernels: {kernels['int8_nodes']} int8, {kernels['float_compute_nodes']} float "
             f"compute, {kernels['qdq_nodes']} Q/DQ"
             + (f", elsewhere: {kernels['other_provider_nodes']}" if kernels["other_provider_nodes"] else "")
+            + (f"\n    note: {row['fp16_range']}" if row.get("fp16_range") and row["precision"] == "fp16" else "")
         )
     print(f"variants written to {out}")
     return 0
