@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,14 @@ UI_PLOT_WIDTH_PX = 640  # what the Dagster UI's metadata dialog shows without sc
 # hta/analyzers/cuda_kernel_analysis.py); cuLaunchKernel, cuLaunchKernelEx and cudaGraphLaunch are not
 # among them (its symbol table's launch query adds cuLaunchKernel, not cuLaunchKernelEx).
 HTA_LAUNCH_APIS = ("cudaLaunchKernel", "cudaLaunchKernelExC")
+ORT_KERNEL_CATEGORY_NOTE = (
+    "ORT's CUDA kernels are put in categories by kernel name, not by the node that launched them: "
+    "cuDNN runs part of a Conv as CUTLASS GEMMs (counted matrix), its bias add as "
+    "`op_generic_tensor_kernel` (elementwise) and its NCHW/NHWC conversions (memory), so on the CNNs "
+    "convolution is undercounted. ORT's CUDA EP also runs fp32 MatMul/Conv in TF32 (`use_tf32` is on "
+    "by default: `tensorop_s1688gemm`, `tf32f32` kernels) where eager PyTorch here runs matmuls in "
+    "strict fp32 (`sgemm`)."
+)
 
 
 def _pct(value: float) -> str:
@@ -210,6 +220,8 @@ def configuration_report(summary: dict[str, Any], top_n: int = 10) -> str:
                 ],
             )
         )
+    if gpu and (ort or {}).get("categories"):
+        lines += ["", ORT_KERNEL_CATEGORY_NOTE]
     lines += ["", "## HolisticTraceAnalysis", ""]
     lines += _hta_lines(summary.get("hta", {}))
     check = summary.get("cuda_graph_check")
@@ -250,6 +262,7 @@ def _hta_lines(hta: dict[str, Any]) -> list[str]:
         lines.append(
             "- temporal breakdown (rank 0): "
             + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items())
+            + (f" ({hta['temporal_breakdown_note']})" if hta.get("temporal_breakdown_note") else "")
         )
     kernel_types = hta.get("kernel_type_breakdown")
     if kernel_types:
@@ -273,9 +286,14 @@ def _hta_lines(hta: dict[str, Any]) -> list[str]:
             )
         )
     if "launch_stats_rows" in hta:
-        lines.append(f"- launch statistics: {hta['launch_stats_rows']} launch rows")
+        lines.append(
+            f"- launch statistics: {hta['launch_stats_rows']} launch rows (kernel launches plus "
+            "cudaMemcpyAsync/cudaMemsetAsync, which HTA counts too)"
+        )
     for key, value in hta.items():
-        if key.endswith("_error"):
+        if key.endswith("_rounded_error"):
+            lines.append(f"- temporal breakdown with HTA's us rounding: failed ({value})")
+        elif key.endswith("_error"):
             lines.append(f"- {key.removesuffix('_error')}: failed ({value})")
     return lines
 
@@ -361,17 +379,21 @@ def comparison_report(summaries: list[dict[str, Any]], plot_name: str = "categor
     rows = []
     for s in summaries:
         ort = s.get("ort") or {}
-        ort_ms = ort.get("device_ms") if s["device"] == "cuda" else ort.get("wall_ms")
+        gpu = s["device"] == "cuda"
+        timing = [_ms(s["wall_ms"]), _ms(ort["wall_ms"]) if ort.get("wall_ms") is not None else "-"]
+        if gpu:  # kernel time beside wall time: eager is host-bound where the two differ
+            timing += [_ms(s["profiled_self_ms"]), _ms(ort["device_ms"]) if ort.get("device_ms") is not None else "-"]
         rows.append(
             [
                 s["config"]["key"],
-                _ms(s["wall_ms"]),
-                _ms(ort_ms) if ort_ms is not None else "-",
+                *timing,
                 "; ".join(f"`{op.removeprefix('aten::')}` {_pct(share)}" for op, share in top_ops(s)),
             ]
         )
-    ort_label = "ORT kernels ms" if first["device"] == "cuda" else "ORT wall ms"
-    lines.append(_table(["configuration", "eager wall ms", ort_label, "top 3 (share of self time)"], rows))
+    header = ["configuration", "eager wall ms", "ORT wall ms"]
+    if first["device"] == "cuda":
+        header += ["eager kernels ms", "ORT kernels ms"]
+    lines.append(_table([*header, "top 3 (share of self time)"], rows))
     lines += ["", "## Category shares (PyTorch eager)", ""]
     lines.append(
         _table(
@@ -382,6 +404,8 @@ def comparison_report(summaries: list[dict[str, Any]], plot_name: str = "categor
     with_ort = [s for s in summaries if s.get("ort", {}).get("categories")]
     if with_ort:
         lines += ["", "## Category shares (ORT, same model)", ""]
+        if first["device"] == "cuda":
+            lines += [ORT_KERNEL_CATEGORY_NOTE, ""]
         lines.append(
             _table(
                 ["configuration", *CATEGORIES],
@@ -401,3 +425,45 @@ def write_comparison(root: str | os.PathLike[str], out_dir: str | os.PathLike[st
     report = out / "comparison.md"
     report.write_text(comparison_report(summaries, plot.name))
     return report, plot, ui
+
+
+def regenerate(root: str | os.PathLike[str], traces: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Rewrite every configuration's ``report.md`` and the comparison under ``root`` from the saved
+    ``summary.json`` files, without a GPU.
+
+    Args:
+        root: the folder of one device's configurations (``results/profiling/h100``).
+        traces: a folder with ``<key>/trace.json.gz`` (the run's full output); where a summary records
+            a failed HTA temporal breakdown, HTA is run again on that trace and ``summary.json`` updated.
+
+    Returns:
+        The reports written.
+    """
+    from hase_dagster.measure.op_profile import _retry_temporal_breakdown
+
+    written = []
+    for path in sorted(Path(root).glob("*/summary.json")):
+        summary = json.loads(path.read_text())
+        hta = summary.get("hta") or {}
+        trace = Path(traces) / path.parent.name / "trace.json.gz" if traces else None
+        if "temporal_breakdown_error" in hta and trace is not None and trace.exists():
+            with tempfile.TemporaryDirectory() as tmp:
+                shutil.copy(trace, Path(tmp) / "rank-0.json.gz")
+                _retry_temporal_breakdown(tmp, hta)
+            path.write_text(json.dumps(summary, indent=1, default=str))
+        report = path.parent / "report.md"
+        report.write_text(configuration_report(summary))
+        written.append(report)
+    comparison = write_comparison(root, Path(root) / "comparison")
+    return [*written, comparison[0]]
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description=regenerate.__doc__.splitlines()[0] if regenerate.__doc__ else None)
+    parser.add_argument("root")
+    parser.add_argument("--traces", default=None)
+    arguments = parser.parse_args()
+    for report in regenerate(arguments.root, arguments.traces):
+        print(report)

@@ -22,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from hase_dagster.analysis.aten_ops import (
     CATEGORIES,
@@ -178,7 +178,7 @@ def category_shares(rows: list[dict[str, Any]], key: str, category_of: str = "ca
 
 def _load_trace(path: Path) -> list[dict[str, Any]]:
     opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt") as handle:  # type: ignore[operator]
+    with opener(path, "rt") as handle:
         return json.load(handle).get("traceEvents", [])
 
 
@@ -219,7 +219,7 @@ def kernels_by_op(events: list[dict[str, Any]]) -> dict[str, Any]:
     starts: dict[Any, list[float]] = {}
     for tid, ops in ops_by_tid.items():
         ops = sorted(ops, key=lambda e: (e["ts"], -e.get("dur", 0)))
-        parent, stack = [-1] * len(ops), []
+        parent, stack = [-1] * len(ops), list[int]()
         for i, op in enumerate(ops):
             while stack and ops[stack[-1]]["ts"] + ops[stack[-1]].get("dur", 0) <= op["ts"]:
                 stack.pop()
@@ -418,7 +418,7 @@ def ort_side(
     from hase_dagster.core.config import OrtOptions, TimingOptions
     from hase_dagster.measure.runner import ModelRunner
 
-    ep = "cuda" if device == "cuda" else "cpu"
+    ep: Literal["cpu", "cuda"] = "cuda" if device == "cuda" else "cpu"
     options = OrtOptions(intra_op_num_threads=1)
     models = work / "onnx"
     source = models / f"{config.key}.onnx"
@@ -441,7 +441,7 @@ def ort_side(
     kernels = build_catalog(config.key, optimized, fusion)
     log(f"{config.key}: {len(kernels)} ORT kernels on {ep} (fusion map: {origin})")
     # The saved optimized graph, not re-optimized: the nodes timed are exactly the catalog's.
-    runner = ModelRunner(optimized.optimized_path, ep, options, level="disable")  # type: ignore[arg-type]
+    runner = ModelRunner(optimized.optimized_path, ep, options, level="disable")
     timing = runner.time(TimingOptions(warmup=3, min_loops=runs, max_loops=runs, min_seconds=0.0, max_seconds=60.0))
     families: dict[str, dict[str, Any]] = {}
     for kernel in kernels:
@@ -568,12 +568,46 @@ def hta_analysis(trace_path: Path, device: str) -> dict[str, Any]:
                 result[name] = _jsonable(value)
             except Exception as exc:
                 result[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
+        if "temporal_breakdown_error" in result:
+            _retry_temporal_breakdown(tmp, result)
     if device != "cuda":
         result["note"] = (
             "CPU-only trace: HTA's analyses are of GPU streams (kernels, idle GPU time, launches), so they "
             "have nothing to measure here; what it returned or raised is recorded as is."
         )
     return result
+
+
+def _retry_temporal_breakdown(trace_dir: str, result: dict[str, Any]) -> None:
+    """Retry HTA's temporal breakdown with its ns rounding off, in place in ``result``.
+
+    HTA 0.5.0 rounds every event's start up and its end down to whole microseconds, so a kernel
+    shorter than 1 us that crosses no microsecond boundary (cuBLAS's split-K memsets, small elementwise
+    kernels of an inference trace) gets a duration of -1 us; the merged busy time of all kernels then
+    falls below that of the computation kernels alone and ``get_temporal_breakdown`` fails its
+    ``non_compute_time >= 0`` assertion. Unrounded times (``HTA_DISABLE_NS_ROUNDING=1``) keep them
+    non-negative; the first error stays recorded under ``temporal_breakdown_rounded_error``.
+    """
+    from hta.trace_analysis import TraceAnalysis
+
+    previous = os.environ.get("HTA_DISABLE_NS_ROUNDING")
+    os.environ["HTA_DISABLE_NS_ROUNDING"] = "1"
+    try:
+        with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+            value = TraceAnalysis(trace_dir=trace_dir, include_last_profiler_step=True).get_temporal_breakdown(
+                visualize=False
+            )
+        result["temporal_breakdown_rounded_error"] = result.pop("temporal_breakdown_error")
+        result["temporal_breakdown_rows"] = _rows(value)
+        result["temporal_breakdown"] = _jsonable(value)
+        result["temporal_breakdown_note"] = "HTA_DISABLE_NS_ROUNDING=1 (HTA's us rounding gave sub-us kernels -1 us)"
+    except Exception as exc:  # still failing: both errors are the finding
+        result["temporal_breakdown_error"] += f"; without ns rounding: {type(exc).__name__}: {exc}"
+    finally:
+        if previous is None:
+            os.environ.pop("HTA_DISABLE_NS_ROUNDING", None)
+        else:
+            os.environ["HTA_DISABLE_NS_ROUNDING"] = previous
 
 
 def _rows(value: Any) -> int:
