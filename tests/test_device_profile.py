@@ -306,6 +306,19 @@ def test_run_script_runs_the_cpu_part_and_says_why_the_gpu_part_is_skipped(tmp_p
     assert bad.returncode == 2 and "positive whole number of seconds" in bad.stderr
 
 
+@pytest.mark.skipif(_cuda(), reason="checks the GPU-less path of the run script")
+def test_run_script_runs_only_the_steps_named_in_STEPS(tmp_path: Path) -> None:
+    env = {**os.environ, "PY": sys.executable, "OUT": str(tmp_path / "out"), "STATE": str(tmp_path / "state")}
+    command = ["bash", "results/device/run.sh", "120"]
+    done = subprocess.run(command, cwd=REPO, env={**env, "STEPS": "precision arena"}, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "cpu: not in STEPS" in done.stdout and "steps done: 0" in done.stdout
+    assert not (tmp_path / "out/device/cpu").exists()  # the cpu step did not run
+    assert "cpu: not in STEPS" in (tmp_path / "out/device/run.log").read_text()  # the script's own lines come back
+    bad = subprocess.run(command, cwd=REPO, env={**env, "STEPS": "precision,arean"}, capture_output=True, text=True)
+    assert bad.returncode == 2 and "unknown step 'arean'" in bad.stderr
+
+
 @pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
 def test_gpu_steps_measure_on_a_real_gpu() -> None:
     document = dp.profile_device("cuda", quick=True, steps=["gemm", "bandwidth", "launch"], log=lambda line: None)

@@ -81,9 +81,11 @@ def main(argv: list[str]) -> int:
     ep = "cpu" if "--ep" in argv and argv[argv.index("--ep") + 1] == "cpu" else "cuda"
     paths = [a for a in argv if a.endswith(".onnx")]
     out = argv[0]
-    rows = []
-    for model in paths:
-        for setting in SETTINGS if ep == "cuda" else ["default"]:
+    rows: list[dict] = []
+    # Setting-major, and the file rewritten after every session: a run cut short still has every
+    # model under the default settings, the case `hase memory` measures.
+    for setting in SETTINGS if ep == "cuda" else ["default"]:
+        for model in paths:
             done = subprocess.run(
                 [sys.executable, __file__, "--child", model, setting, ep], capture_output=True, text=True
             )
@@ -96,9 +98,22 @@ def main(argv: list[str]) -> int:
             print(f"{os.path.basename(model)} {setting}: measured {row.get('peak_memory_mb')} MB, arena regions "
                   f"{cuda_total / 1e6:.1f} MB, reserved {row['reserved_bytes']}", flush=True)  # fmt: skip
             rows.append(row)
-    with open(out, "w") as f:
-        json.dump({"schema_version": 1, "ep": ep, "rows": rows}, f, indent=1)
+            write(out, ep, rows)
+    write(out, ep, rows)
     return 0
+
+
+def write(out: str, ep: str, rows: list[dict]) -> None:
+    """Write the rows so far, through a temporary file, so that a killed run never leaves half a JSON.
+
+    Args:
+        out: the JSON file to write.
+        ep: the execution provider the rows were measured on.
+        rows: one dict per (setting, model) session so far.
+    """
+    with open(out + ".partial", "w") as f:
+        json.dump({"schema_version": 1, "ep": ep, "rows": rows}, f, indent=1)
+    os.replace(out + ".partial", out)
 
 
 if __name__ == "__main__":
