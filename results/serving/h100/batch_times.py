@@ -6,6 +6,9 @@ Reads ``bench/requests.csv`` (one row per request: run, model, batch start and e
 writes ``batch_times.md`` beside this script.
 
     .venv/bin/python results/serving/h100/batch_times.py
+    # another run folder (bench/requests.csv or bench/requests.csv.xz), e.g. the per-batch-session rerun;
+    # the predicted times stay this folder's (same bundle, same models):
+    .venv/bin/python results/serving/h100/batch_times.py --dir results/serving/h100-per-batch
     # predicted_exec_ms.json, once (about 5 s; needs the two served models, from `hase serving-models`):
     .venv/bin/python results/serving/h100/batch_times.py --predict PLAN_DIR/plan.yaml
 """
@@ -59,11 +62,16 @@ def batches(requests_csv: Path) -> pd.DataFrame:
     return b
 
 
-def report(b: pd.DataFrame, predicted: dict[str, dict[str, dict[str, dict[str, float]]]] | None) -> str:
+def report(
+    b: pd.DataFrame,
+    predicted: dict[str, dict[str, dict[str, dict[str, float]]]] | None,
+    source: str = "bench/requests.csv",
+) -> str:
+    """The markdown of the batch times ``b`` against the ``predicted`` means, read from ``source``."""
     lines = [
         "# Batch times of the H100 serving run",
         "",
-        "Written by `results/serving/h100/batch_times.py` from `bench/requests.csv`.",
+        f"Written by `results/serving/h100/batch_times.py` from `{source}`.",
         "",
     ]
     lines += [
@@ -109,12 +117,17 @@ def report(b: pd.DataFrame, predicted: dict[str, dict[str, dict[str, dict[str, f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--predict", type=Path, help="plan YAML: write predicted_exec_ms.json first")
+    parser.add_argument("--dir", type=Path, default=HERE, help="run folder to read and write (default: this one)")
     args = parser.parse_args()
     if args.predict is not None:
         predict(args.predict)
     predicted = json.loads(PREDICTED.read_text()) if PREDICTED.exists() else None
-    text = report(batches(HERE / "bench" / "requests.csv"), predicted)
-    (HERE / "batch_times.md").write_text(text)
+    # A run committed with its requests compressed (xz -9e) is read as is: pandas decompresses by suffix.
+    csv = args.dir / "bench" / "requests.csv"
+    if not csv.exists():
+        csv = csv.with_name("requests.csv.xz")
+    text = report(batches(csv), predicted, str(csv.relative_to(args.dir)))
+    (args.dir / "batch_times.md").write_text(text)
     print(text)
 
 
