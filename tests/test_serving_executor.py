@@ -131,6 +131,21 @@ def test_the_runtime_cudnn_search_reaches_the_cuda_provider_options(tmp_path: Pa
     assert ServedSession("m", tmp_path / "m.onnx", "cpu").options.cudnn_conv_algo_search == "EXHAUSTIVE"
 
 
+def test_sessions_default_by_ep(tmp_path: Path) -> None:
+    # Per-batch sessions on CUDA (the H100's fix for the cuDNN re-plan at every change of batch size),
+    # one shared session on the CPU EP; a runtime that names its sessions keeps them.
+    path = tiny_model(tmp_path / "m.onnx")
+    assert ServingRuntime().for_device("cuda").sessions == "per-batch"
+    assert ServingRuntime(sessions="shared").for_device("cuda").sessions == "shared"
+    cpu = ServedSession("m", path, "cpu")
+    assert cpu.runtime.sessions == "shared"
+    cpu.warm_up([1, 2], runs=1)
+    assert cpu.session_count == 1
+    chosen = ServedSession("m", path, "cpu", runtime=ServingRuntime(sessions="per-batch"))
+    chosen.warm_up([1, 2], runs=1)
+    assert chosen.session_count == 2
+
+
 def test_a_fixed_batch_model_is_refused(tmp_path: Path) -> None:
     session = ServedSession("fixed", tiny_model(tmp_path / "fixed.onnx", batch=4), "cpu")
     with pytest.raises(HaseError, match="symbolic batch"):

@@ -190,12 +190,32 @@ def test_plan_states_its_ort_runtime(tmp_path: Path) -> None:
     # Triton's onnxruntime backend takes ORT's integer enum (1: HEURISTIC).
     assert 'parameters { key: "cudnn_conv_algo_search" value: { string_value: "1" } }' in text
     assert "one ORT session per batch size" in text
-    # The default runtime is ORT's: shared session, EXHAUSTIVE (enum 0), and no per-batch note.
+    # The default on cuda: one session per batch size (the H100's fix for the cuDNN re-plan at every change
+    # of batch size), ORT's EXHAUSTIVE search (enum 0); the plan and config.pbtxt say so.
     default = plan(PlanSpec.model_validate({**SPEC, "device": "cuda"}), TableExecTime(TABLE), share=0.5)
-    assert default.runtime == {"sessions": "shared", "cudnn_conv_algo_search": "EXHAUSTIVE"}
-    text = triton_config(default.models[0], 2, "cuda", runtime=default.runtime)
-    assert 'string_value: "0" } }' in text and "per batch size" not in text
-    assert "cudnn_conv_algo_search" not in triton_config(default.models[0], 2, "cpu", runtime=default.runtime)
+    assert default.runtime == {"sessions": "per-batch", "cudnn_conv_algo_search": "EXHAUSTIVE"}
+    write_plan(default, tmp_path / "default")
+    assert (
+        "ORT sessions: per-batch, cudnn_conv_algo_search EXHAUSTIVE." in (tmp_path / "default" / "plan.md").read_text()
+    )
+    text = (tmp_path / "default" / "cnn" / "config.pbtxt").read_text()
+    assert 'string_value: "0" } }' in text and "one ORT session per batch size" in text
+    # Shared stays selectable on cuda: no per-batch note then.
+    shared = plan(
+        PlanSpec.model_validate({**SPEC, "device": "cuda", "runtime": {"sessions": "shared"}}),
+        TableExecTime(TABLE),
+        0.5,
+    )
+    assert shared.runtime == {"sessions": "shared", "cudnn_conv_algo_search": "EXHAUSTIVE"}
+    assert "per batch size" not in triton_config(shared.models[0], 2, "cuda", runtime=shared.runtime)
+    # The CPU EP, which showed no stall, keeps one shared session, and its config has no CUDA parameter.
+    cpu = plan(PlanSpec.model_validate(SPEC), TableExecTime(TABLE), share=0.5)
+    assert cpu.runtime == {"sessions": "shared", "cudnn_conv_algo_search": "EXHAUSTIVE"}
+    assert "cudnn_conv_algo_search" not in triton_config(cpu.models[0], 2, "cpu", runtime=cpu.runtime)
+    # The default follows the device even when a spec read for the CPU is copied onto cuda (as the
+    # serving_plan asset does with the profile's EP).
+    moved = PlanSpec.model_validate(SPEC).model_copy(update={"device": "cuda"})
+    assert plan(moved, TableExecTime(TABLE), share=0.5).runtime["sessions"] == "per-batch"
 
 
 def test_triton_config_single_priority_has_no_stream_priority() -> None:
@@ -272,7 +292,8 @@ def test_hase_plan_cli_from_a_table(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (out / "cnn" / "config.pbtxt").exists() and (out / "enc" / "config.pbtxt").exists()
     assert '"max_batch"' in done.stdout
-    # --sessions overrides the YAML's runtime (absent here: shared); the search stays ORT's default.
+    # --sessions overrides the YAML's runtime (absent here: the CPU's default, shared); the search stays
+    # ORT's default.
     runtime = json.loads((out / "plan.json").read_text())["runtime"]
     assert runtime == {"sessions": "per-batch", "cudnn_conv_algo_search": "EXHAUSTIVE"}
 

@@ -81,10 +81,35 @@ class ServingRuntime(_Strict):
     plan is rebuilt after warm-up (at the cost of one copy of the weights per batch size).
     ``cudnn_conv_algo_search`` is the CUDA EP option (EXHAUSTIVE: cuDNN heuristic mode B, ORT's default;
     HEURISTIC: mode A; DEFAULT: fallback mode), which sets what each rebuild costs.
+
+    ``sessions`` left out means the device's default (:func:`default_sessions`): ``per-batch`` on
+    ``cuda``, where the H100 measured the fix (results/serving/h100/stall/, h100-per-batch/), and
+    ``shared`` on ``cpu``, whose EP has no such stall. It is resolved where it is used
+    (:meth:`PlanSpec.served_runtime`), so that a spec copied onto another device gets that device's.
     """
 
-    sessions: Literal["shared", "per-batch"] = "shared"
+    sessions: Literal["shared", "per-batch"] | None = None
     cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "EXHAUSTIVE"
+
+    def for_device(self, device: str) -> ServingRuntime:
+        """This runtime with ``sessions`` set: the given one, else ``device``'s default."""
+        if self.sessions is not None:
+            return self
+        return self.model_copy(update={"sessions": default_sessions(device)})
+
+
+def default_sessions(device: str) -> Literal["shared", "per-batch"]:
+    """The ORT sessions a model is served with on ``device`` unless the plan says otherwise.
+
+    Args:
+        device: ``cuda`` or ``cpu`` (an ORT EP name as the plan spells it).
+
+    Returns:
+        ``per-batch`` on ``cuda``: a shared session re-plans its cuDNN convolutions at every change of
+        batch size (38-383 ms per change for resnet18 on the H100), one session per size never does.
+        ``shared`` elsewhere: the CPU EP showed no cost to a change of size.
+    """
+    return "per-batch" if device == "cuda" else "shared"
 
 
 class PlanSpec(_Strict):
@@ -128,6 +153,10 @@ class PlanSpec(_Strict):
             if missing:
                 raise ValueError(f"exec_ms has no times for {', '.join(missing)}")
         return self
+
+    def served_runtime(self) -> ServingRuntime:
+        """The runtime the models are served with: the YAML's, ``sessions`` defaulting by ``device``."""
+        return self.runtime.for_device(self.device)
 
     def candidate_batches(self, model: ServedModel) -> list[int]:
         """The batch sizes ``model`` may be planned at."""

@@ -291,7 +291,7 @@ def plan(spec: PlanSpec, exec_time: ExecTime, share: float = 0.0, passes: int = 
         models,
         simulated,
         seconds,
-        runtime=spec.runtime.model_dump(),
+        runtime=spec.served_runtime().model_dump(),
     )
 
 
@@ -390,8 +390,8 @@ def triton_config(
         lines.append(f'parameters {{ key: "cudnn_conv_algo_search" value: {{ string_value: "{enum}" }} }}  # {search}')
         if runtime.get("sessions") == "per-batch":
             lines.append(
-                "# planned with one ORT session per batch size (no cuDNN re-plan on a change of batch size);"
-                " Triton runs one session per instance"
+                "# planned with one ORT session per batch size (Hase's default on the CUDA EP: no cuDNN re-plan"
+                " on a change of batch size); Triton runs one session per instance"
             )
     return "\n".join(lines) + "\n"
 

@@ -63,7 +63,8 @@ class ServedSession:
         self.name = name
         self.ep = ep
         self.path = path
-        self.runtime = runtime or ServingRuntime()
+        # Sessions not given: the EP's default (per-batch on CUDA, shared on the CPU EP).
+        self.runtime = (runtime or ServingRuntime()).for_device(ep)
         self.options = OrtOptions(
             intra_op_num_threads=threads, cudnn_conv_algo_search=self.runtime.cudnn_conv_algo_search
         )

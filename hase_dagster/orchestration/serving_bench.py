@@ -181,7 +181,8 @@ def serve_bench(spec: PlanSpec, settings: BenchSettings, out_dir: Path, data_roo
     started = time.perf_counter()
     exec_time = exec_time_for(spec, data_root, prometheus_url, loads)
     prediction_s = time.perf_counter() - started
-    sessions = {m.name: ServedSession(m.name, m.path, spec.device, settings.threads, spec.runtime) for m in spec.models}
+    runtime = spec.served_runtime()
+    sessions = {m.name: ServedSession(m.name, m.path, spec.device, settings.threads, runtime) for m in spec.models}
     batches = sorted(
         {*settings.grid_batches, *spec.batch_sizes, *(b for m in spec.models for b in m.batch_sizes or [])}
     )
@@ -251,7 +252,7 @@ def serve_bench(spec: PlanSpec, settings: BenchSettings, out_dir: Path, data_roo
                         "rate_scale": scale,
                         "config": kind,
                         "device": spec.device,
-                        "runtime": spec.runtime.model_dump(),
+                        "runtime": spec.served_runtime().model_dump(),
                         "duration_s": settings.duration_s,
                         "steady_load": steady,
                         "rates_per_s": rates,

@@ -44,7 +44,8 @@ def _add_runtime_options(parser: argparse.ArgumentParser) -> None:
         choices=["shared", "per-batch"],
         default=None,
         help="ORT sessions per model: one for every batch size, or one per batch size, which on the CUDA EP "
-        "avoids the cuDNN re-plan at every change of batch size (default: the YAML's runtime.sessions, shared)",
+        "avoids the cuDNN re-plan at every change of batch size (default: the YAML's runtime.sessions, else "
+        "per-batch on cuda and shared on cpu)",
     )
     parser.add_argument(
         "--cudnn-conv-algo-search",

@@ -14,8 +14,9 @@
 # PREDICTOR (a predictor bundle, default h100: the shipped results/bundles/h100, no CUDA analysis
 # needed; PREDICTOR= (empty) uses the data directory's predictor instead: from .gpuhost/serving/hd when
 # carried, else trained here from results/gpu-general/tables), BUNDLES (7), WORK (/tmp/serving).
-# SESSIONS (shared; per-batch: one ORT session per batch size) and CUDNN_SEARCH (EXHAUSTIVE) set the
-# plan's runtime: block (see results/serving/stall_study.sh for why).
+# SESSIONS (unset: the device's default, per-batch on cuda and shared on cpu; shared or per-batch: one ORT
+# session for all batch sizes or one per batch size) and CUDNN_SEARCH (EXHAUSTIVE) set the plan's runtime:
+# block (see results/serving/stall_study.sh and README for why).
 # PY=.venv/bin/python (and no bundle) rehearses the steps on a machine that has the stack (the CPU run).
 set -uo pipefail
 budget=${1:?budget in seconds}
@@ -67,7 +68,7 @@ device: $device
 load: level=0.0
 batch_sizes: [$batches]
 cotenant: {burst_ms: ${BURST_MS:-0.95}, slice_ms: ${SLICE_MS:-1.75}}
-runtime: {sessions: ${SESSIONS:-shared}, cudnn_conv_algo_search: ${CUDNN_SEARCH:-EXHAUSTIVE}}
+runtime: {${SESSIONS:+sessions: $SESSIONS, }cudnn_conv_algo_search: ${CUDNN_SEARCH:-EXHAUSTIVE}}
 ${predictor:+predictor: $predictor}
 models:
   - {name: cnn, path: models/$cnn.onnx, slo_ms: ${CNN_SLO_MS:-10}, percentile: 99, priority: 1, rate_per_s: ${CNN_RATE:-300}}
