@@ -821,10 +821,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         with _sigterm_as_interrupt():
+            # Building the parser imports the serving commands: a Ctrl-C there is one line too.
+            args = build_parser().parse_args(argv)
+            handler: Callable[[argparse.Namespace], int] = args.handler
             return handler(args)
     except KeyboardInterrupt:  # one Ctrl-C or SIGTERM: the command's cleanups ran on the way out
         print("hase: error: interrupted: stopped before the command finished", file=sys.stderr)
