@@ -3,10 +3,10 @@
 # (bundle8) and the profiling wheels (transformers' and HolisticTraceAnalysis' missing pieces), installed
 # here into one folder for CPython 3.12 (the GPU image's), packed as tar.xz and split into PIECES equal
 # pieces .gpuhost/plN/payload.part.N. A device call carries at most 64 MiB with the working tree (about
-# 33 MB), so one piece of about 30 MB travels per call; the 14 wheel bundles took 14 calls, these 8.
+# 33 MB), so one piece of about 24 MB travels per call; the 14 wheel bundles took 14 calls, these 10.
 #   bash results/gpu-payload/build.sh            # about 8 min on 2 cores (xz -9)
 set -euo pipefail
-pieces=${PIECES:-8}
+pieces=${PIECES:-10}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gh=.gpuhost
