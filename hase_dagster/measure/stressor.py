@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from hase_dagster.core.errors import HaseError
-from hase_dagster.core.processes import die_with_parent
+from hase_dagster.core.processes import die_with_parent, stop_process_group
 
 PERIOD_S = 0.02
 
@@ -220,17 +220,8 @@ class Stressor:
         if self.process is None:
             return
         try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=5)
-        except ProcessLookupError:
-            pass
+            stop_process_group(self.process, grace_s=5)
         finally:
-            for stream in (self.process.stdout, self.process.stderr):
-                if stream:
-                    stream.close()
             self.process = None
 
     def __enter__(self) -> Stressor:

@@ -13,7 +13,6 @@ Run directly as the co-tenant spinner: ``python -m hase_dagster.measure.timeslic
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import statistics
 import subprocess
@@ -23,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from hase_dagster.core.errors import HaseError
-from hase_dagster.core.processes import die_with_parent
+from hase_dagster.core.processes import die_with_parent, stop_process_group
 
 GAP_THRESHOLD_US = 5.0
 
@@ -103,17 +102,8 @@ class Spinner:
         if self.process is None:
             return
         try:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-        except ProcessLookupError:
-            pass
+            stop_process_group(self.process, grace_s=10)
         finally:
-            for stream in (self.process.stdout, self.process.stderr):
-                if stream:
-                    stream.close()
             self.process = None
 
 
