@@ -31,6 +31,7 @@ import simpy
 
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.serving_spec import BatchingConfig, next_deadline, pick_ready
+from hase_dagster.learn.timeslice import cotenant_run_ms
 
 # exec_time(model name, batch size, load spec) -> (mean ms, p90 ms) of one batch's execution.
 ExecTime = Callable[[str, int, str], tuple[float, float]]
@@ -47,44 +48,6 @@ class SimModel:
     rate_per_s: float
     slo_ms: float
     percentile: int = 99
-
-
-def cotenant_run_ms(
-    work_ms: float, start_ms: float, share: float, burst_ms: float, slice_ms: float, period_ms: float
-) -> float:
-    """The wall time of ``work_ms`` of device work started at ``start_ms`` against a co-tenant busy
-    the first ``share`` of every ``period_ms`` (the stressor's duty cycle; its period starts at 0).
-
-    The schedule is :mod:`hase_dagster.learn.timeslice`'s, measured on the H100: a run that finds
-    the co-tenant busy waits out its burst, and after every slice of its own work inside the busy part
-    it waits another burst; in the idle part it runs undisturbed.
-    """
-    busy = min(max(share, 0.0), 1.0) * period_ms
-    if busy <= 0 or work_ms <= 0:
-        return max(work_ms, 0.0)
-    eps = 1e-9
-    t, left, waited = start_ms, work_ms, False
-    always_busy = busy >= period_ms
-    while left > eps:
-        phase = t % period_ms
-        if period_ms - phase < eps:
-            phase = 0.0
-        if always_busy or phase < busy - eps:
-            if not waited:
-                t += burst_ms
-                waited = True
-                continue
-            step = min(left, slice_ms)
-            left -= step
-            t += step
-            if left > eps and (always_busy or (t % period_ms) < busy - eps):
-                t += burst_ms
-        else:
-            step = min(left, period_ms - phase)
-            left -= step
-            t += step
-            waited = False
-    return t - start_ms
 
 
 @dataclass(frozen=True)

@@ -74,39 +74,74 @@ def _cached_wait(gpu_ms: float, share: float, burst: float, slice_ms: float, per
     return float(times.mean() - gpu_ms), float(np.percentile(times, 90) - gpu_ms)
 
 
+def cotenant_run_ms(
+    work_ms: float, start_ms: float, share: float, burst_ms: float, slice_ms: float, period_ms: float
+) -> float:
+    """The wall time of ``work_ms`` of device work started at ``start_ms`` against a co-tenant busy
+    the first ``share`` of every ``period_ms`` (the stressor's duty cycle; its period starts at 0).
+
+    The schedule measured on the H100: a run that finds the co-tenant busy waits out its burst, and
+    after every slice of its own work inside the busy part it waits another burst; in the idle part
+    it runs undisturbed.
+
+    Args:
+        work_ms: the run's own device work.
+        start_ms: when it starts, on the co-tenant's clock.
+        share: the co-tenant's busy share of each period (clamped to 0..1).
+        burst_ms: what one wait for the co-tenant costs.
+        slice_ms: the work a run keeps the device for before the co-tenant's turn.
+        period_ms: the co-tenant's period.
+
+    Returns:
+        The run's wall time in ms (``work_ms`` when the co-tenant is never busy).
+    """
+    busy = min(max(share, 0.0), 1.0) * period_ms
+    if busy <= 0 or work_ms <= 0:
+        return max(work_ms, 0.0)
+    return _cotenant_end_ms(start_ms, work_ms, busy, burst_ms, slice_ms, period_ms) - start_ms
+
+
+def _cotenant_end_ms(t: float, work_ms: float, busy: float, burst: float, slice_ms: float, period: float) -> float:
+    """When a run of ``work_ms`` started at ``t`` ends, the co-tenant busy the first ``busy`` ms of
+    every ``period`` (both positive); :func:`cotenant_run_ms` says the schedule."""
+    eps = 1e-9
+    left, waited = work_ms, False
+    always_busy = busy >= period
+    while left > eps:
+        phase = t % period
+        if period - phase < eps:  # a rounding error short of the next period
+            phase = 0.0
+        if always_busy or phase < busy - eps:
+            if not waited:  # the co-tenant holds the GPU: wait out its burst
+                t += burst
+                waited = True
+                continue
+            step = min(left, slice_ms)
+            left -= step
+            t += step
+            if left > eps and (always_busy or (t % period) < busy - eps):
+                t += burst  # the slice ended inside the busy part: the co-tenant's turn
+        else:
+            step = min(left, period - phase)
+            left -= step
+            t += step
+            waited = False
+    return t
+
+
 def _run_times(
     gpu_ms: float, share: float, burst: float, slice_ms: float, period: float, min_runs: int, periods: int
 ) -> np.ndarray:
     busy = min(max(share, 0.0), 1.0) * period
     if busy <= 0 or gpu_ms <= 0:
         return np.array([max(gpu_ms, 0.0)])
-    eps = 1e-9
     t = 0.0
     times: list[float] = []
     horizon = periods * period
     # A hard cap keeps a near-zero run length from looping for long.
-    always_busy = busy >= period
     while (len(times) < min_runs or t < horizon) and len(times) < 20_000:
-        start, left, waited = t, gpu_ms, False
-        while left > eps:
-            phase = t % period
-            if period - phase < eps:  # a rounding error short of the next period
-                phase = 0.0
-            if always_busy or phase < busy - eps:
-                if not waited:  # the co-tenant holds the GPU: wait out its burst
-                    t += burst
-                    waited = True
-                    continue
-                step = min(left, slice_ms)
-                left -= step
-                t += step
-                if left > eps and (always_busy or (t % period) < busy - eps):
-                    t += burst  # the slice ended inside the busy part: the co-tenant's turn
-            else:
-                step = min(left, period - phase)
-                left -= step
-                t += step
-                waited = False
+        start = t
+        t = _cotenant_end_ms(start, gpu_ms, busy, burst, slice_ms, period)
         times.append(t - start)
     return np.asarray(times)
 
