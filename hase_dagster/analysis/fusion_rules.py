@@ -35,6 +35,7 @@ from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.fusion import family_name
 from hase_dagster.analysis.graph import TensorInfo
 from hase_dagster.analysis.pattern_graph import GraphView, Matcher, input_order, pattern_key, prepare, signature
+from hase_dagster.core.documents import load_versioned_json
 from hase_dagster.core.errors import HaseError
 
 FORMAT = "hase.fusion_rules"
@@ -90,19 +91,16 @@ class FusionRules:
             HaseError: the file is missing, not JSON, not a rules file, or of another format version.
         """
         path = Path(path)
-        try:
-            document = json.loads(path.read_text())
-        except FileNotFoundError as exc:
-            raise HaseError(f"fusion rules file {path} does not exist") from exc
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise HaseError(f"fusion rules file {path} is corrupt: {exc}") from exc
-        if not isinstance(document, dict) or document.get("format") != FORMAT:
-            raise HaseError(f"{path} is not a Hase fusion rules file")
-        if document.get("format_version") != FORMAT_VERSION:
-            raise HaseError(
-                f"fusion rules file {path} has format version {document.get('format_version')!r}; "
-                f"this Hase reads version {FORMAT_VERSION}: learn the rules again"
-            )
+        document = load_versioned_json(
+            path,
+            FORMAT,
+            FORMAT_VERSION,
+            missing="fusion rules file {path} does not exist",
+            unreadable="fusion rules file {path} is corrupt: {exc}",
+            foreign="{path} is not a Hase fusion rules file",
+            other_version="fusion rules file {path} has format version {found!r}; "
+            "this Hase reads version {version}: learn the rules again",
+        )
         try:
             rules = FusionRules(
                 ep=str(document["ep"]),

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.core.documents import load_versioned_json
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
 from hase_dagster.core.paths import SHIPPED_BUNDLES, DataPaths
@@ -276,17 +277,15 @@ def read_bundle(folder: str | os.PathLike[str], check_ort: bool = True) -> Bundl
     document_path = folder / BUNDLE_FILE
     if not document_path.is_file():
         raise HaseError(f"{folder} is not a predictor bundle (no {BUNDLE_FILE})")
-    try:
-        document = json.loads(document_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise HaseError(f"{document_path} is corrupt: not readable JSON ({exc})") from exc
-    if not isinstance(document, dict) or document.get("format") != BUNDLE_FORMAT:
-        raise HaseError(f"{document_path} does not describe a Hase predictor bundle")
-    if document.get("format_version") != BUNDLE_FORMAT_VERSION:
-        raise HaseError(
-            f"bundle {folder} has format version {document.get('format_version')}; this Hase reads "
-            f"{BUNDLE_FORMAT_VERSION}: export it again with this Hase"
-        )
+    document = load_versioned_json(
+        document_path,
+        BUNDLE_FORMAT,
+        BUNDLE_FORMAT_VERSION,
+        unreadable="{path} is corrupt: not readable JSON ({exc})",
+        foreign="{path} does not describe a Hase predictor bundle",
+        other_version="bundle {folder} has format version {found}; this Hase reads {version}: "
+        "export it again with this Hase",
+    )
     if document.get("checksum") != _document_checksum(document):
         raise HaseError(f"bundle {folder} is corrupt: {BUNDLE_FILE} does not match its checksum")
     files = document.get("files")

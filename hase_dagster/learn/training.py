@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
+from hase_dagster.core.documents import load_versioned_json
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
 from hase_dagster.core.paths import DataPaths
@@ -71,17 +72,15 @@ class Predictor:
         document_path = folder / PREDICTOR_FILE
         if not document_path.exists():
             raise HaseError(f"no trained predictor at {folder}: materialize latency_regressor first")
-        try:
-            document = json.loads(document_path.read_text())
-        except (OSError, ValueError) as exc:
-            raise HaseError(f"{document_path} is not a readable predictor: {exc}") from exc
-        if not isinstance(document, dict) or document.get("format") != PREDICTOR_FORMAT:
-            raise HaseError(f"{document_path} does not hold a Hase predictor")
-        if document.get("format_version") != PREDICTOR_FORMAT_VERSION:
-            raise HaseError(
-                f"{document_path} has predictor format version {document.get('format_version')}, this Hase reads "
-                f"{PREDICTOR_FORMAT_VERSION}: materialize latency_regressor again"
-            )
+        document = load_versioned_json(
+            document_path,
+            PREDICTOR_FORMAT,
+            PREDICTOR_FORMAT_VERSION,
+            unreadable="{path} is not a readable predictor: {exc}",
+            foreign="{path} does not hold a Hase predictor",
+            other_version="{path} has predictor format version {found}, this Hase reads {version}: "
+            "materialize latency_regressor again",
+        )
         try:
             regressor = LatencyRegressor.load(document["regressor"], folder)
             composition = Composition.from_json(document["composition"])
