@@ -1,5 +1,7 @@
 """The kernel runner on real kernels in ORT."""
 
+import gc
+import weakref
 from pathlib import Path
 
 import onnx
@@ -41,6 +43,20 @@ def test_loop_stops_at_precision_target(relu_like_kernel: Path) -> None:
         relu_like_kernel, "cpu", TimingOptions(warmup=2, min_loops=5, max_loops=500, min_seconds=0, target_rel_ci=0.5)
     )
     assert 5 <= loose.n < 500 and loose.rel_ci <= 0.5
+
+
+def test_a_deleted_runner_frees_its_session_at_once(relu_like_kernel: Path) -> None:
+    # Without a reference cycle the session goes with the last reference, not at the next full
+    # garbage collection: a benchmark loop must not time each model beside its predecessors' sessions.
+    gc.disable()
+    try:
+        runner = ModelRunner(relu_like_kernel, "cpu")
+        runner.sample()
+        session = weakref.ref(runner.session)
+        del runner
+        assert session() is None
+    finally:
+        gc.enable()
 
 
 def test_summary_statistics() -> None:

@@ -96,13 +96,22 @@ class ModelRunner:
         self.session = make_session(self.path, ep, self.options, level=level, compute_stream=stream, exact=exact)
         feeds = feeds if feeds is not None else load_inputs(self.path)
         self.feeds = feeds if feeds is not None else random_inputs(self.session)
-        self._run = self._bind_on_device() if ep == "cuda" else self._run_on_host
+        # The run closures hold the session and feeds, never self: a runner in a reference cycle
+        # would keep its session (GPU arena, stream, threads) alive after ``del`` until a full
+        # garbage collection, and every session timed after it would share the host with it.
+        self._run = self._bind_on_device() if ep == "cuda" else self._run_on_host()
 
-    def _run_on_host(self) -> None:
-        self.session.run(None, self.feeds)
+    def _run_on_host(self):  # -> Callable[[], None]
+        session, feeds = self.session, self.feeds
+
+        def run() -> None:
+            session.run(None, feeds)
+
+        return run
 
     def _bind_on_device(self):  # -> Callable[[], None]
-        binding = self.session.io_binding()
+        session = self.session
+        binding = session.io_binding()
         for name, value in self.feeds.items():
             binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0))
         for output in self.session.get_outputs():
@@ -115,7 +124,7 @@ class ModelRunner:
             run_options.add_run_config_entry("disable_synchronize_execution_providers", "1")
 
         def run() -> None:
-            self.session.run_with_iobinding(binding, run_options)
+            session.run_with_iobinding(binding, run_options)
 
         return run
 
