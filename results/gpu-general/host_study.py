@@ -10,6 +10,10 @@ times the same ONNX file several ways, each in a fresh ORT session, in interleav
 - ``pipeline_quiet``: the same without the telemetry thread;
 - ``settled``: 1 s of warm-up runs, then 2 s of runs, kept as 20 windows of 0.1 s.
 
+Each timing also records the CPU time the hypervisor stole over it (``/proc/stat``), a host-speed probe
+(a fixed pure-Python loop timed just before it) and whether it ran with the runner that frees its
+session on ``del`` (``--label``).
+
 Writes one JSON line per timing to ``OUT/host_study.jsonl`` as it goes (a call cut short keeps what it
 measured) and the host's CPU description to ``OUT/host.json``.
 
@@ -64,6 +68,24 @@ def host_description() -> dict[str, object]:
     return info
 
 
+def steal_ticks() -> tuple[int, int]:
+    """(stolen, total) CPU ticks of the whole machine so far, from /proc/stat."""
+    fields = [int(v) for v in open("/proc/stat").readline().split()[1:]]
+    return fields[7], sum(fields)
+
+
+def cpu_probe_ms(repeats: int = 5) -> float:
+    """Median time of a fixed pure-Python loop: how fast the host runs single-threaded work now."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        total = 0
+        for i in range(20_000):
+            total += i * i
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times))
+
+
 def settled(runner: ModelRunner, warm_s: float = 1.0, windows: int = 20, window_s: float = 0.1) -> dict:
     """Warm up for ``warm_s``, then time ``windows`` windows of ``window_s`` each."""
     end = time.perf_counter() + warm_s
@@ -86,6 +108,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budget-s", type=float, default=420.0)
     parser.add_argument("--ep", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke test of the script")
+    parser.add_argument("--protocols", nargs="*", default=["pipeline", "pipeline_quiet", "settled"])
+    parser.add_argument("--label", default="", help="recorded on every line (which code measured)")
     parser.add_argument("--only", nargs="*", default=None, help="model names to keep (default: all)")
     args = parser.parse_args()
     started = time.monotonic()
@@ -114,6 +138,7 @@ def main() -> None:
 
     def record(variant_id: str, batch: int, round_: int, protocol: str, stats: dict) -> None:
         row = {"variant_id": variant_id, "batch_size": batch, "round": round_, "protocol": protocol, **stats}
+        row["label"] = args.label
         sink.write(json.dumps(row) + "\n")
         sink.flush()
         print(f"r{round_} {protocol:15s} {variant_id:32s} mean {stats['mean_ms']:.3f} ms n {stats['n']}", flush=True)
@@ -123,8 +148,10 @@ def main() -> None:
             if time.monotonic() - started > args.budget_s:
                 print("budget spent: stopping", flush=True)
                 return
-            for protocol in ("pipeline", "pipeline_quiet", "settled"):
+            for protocol in args.protocols:
                 runner = ModelRunner(path, args.ep, profile.ort, level="all", clock="host")
+                probe = cpu_probe_ms()
+                stolen_before, total_before = steal_ticks()
                 if protocol == "pipeline":
                     with sampler:
                         stats = runner.time(timing).to_dict()
@@ -135,6 +162,9 @@ def main() -> None:
                     stats = runner.time(timing).to_dict()
                 else:
                     stats = settled(runner)
+                stolen_after, total_after = steal_ticks()
+                stats["cpu_probe_ms"] = probe
+                stats["steal_pct"] = 100 * (stolen_after - stolen_before) / max(1, total_after - total_before)
                 record(variant_id, batch, round_, protocol, stats)
                 del runner
     print(f"done in {time.monotonic() - started:.0f} s", flush=True)
