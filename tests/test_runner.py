@@ -38,6 +38,15 @@ def test_warmup_off_is_recorded(relu_like_kernel: Path) -> None:
     assert cold.warmup == 0 and cold.n == 5
 
 
+def test_warmup_runs_on_for_its_seconds(relu_like_kernel: Path) -> None:
+    runner = ModelRunner(relu_like_kernel, "cpu")
+    counted = runner.time(TimingOptions(warmup=1, min_loops=2, max_loops=2, min_seconds=0))
+    timed = runner.time(TimingOptions(warmup=1, warmup_seconds=0.2, min_loops=2, max_loops=2, min_seconds=0))
+    # The recorded count is the runs really made: one when only counted, more once they must last 0.2 s.
+    assert counted.warmup == 1
+    assert timed.warmup > 1
+
+
 def test_loop_stops_at_precision_target(relu_like_kernel: Path) -> None:
     loose = time_model(
         relu_like_kernel, "cpu", TimingOptions(warmup=2, min_loops=5, max_loops=500, min_seconds=0, target_rel_ci=0.5)

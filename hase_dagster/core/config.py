@@ -105,6 +105,10 @@ class TimingOptions(_Strict):
     """Warmup and loop bounds of one timing (``hase_dagster.measure.runner.ModelRunner.time``)."""
 
     warmup: Annotated[int, Field(ge=0)] = 10
+    # Warm-up runs go on at least this long: a host-bound model (batch 1 and 4 on a GPU) timed in
+    # the first tens of ms of its session moved by +-20% between timings on the H100 host
+    # (results/gpu-general/host_study.py); a second of warm-up and of timing cut that to 8%.
+    warmup_seconds: Annotated[float, Field(ge=0)] = 0.0
     min_loops: PositiveInt = 10
     max_loops: PositiveInt = 200
     min_seconds: Annotated[float, Field(ge=0)] = 0.05

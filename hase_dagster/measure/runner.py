@@ -1,4 +1,4 @@
-"""Time one ONNX model (a kernel or a whole model) in ORT: warmup, a timed loop, honest statistics.
+"""Time one ONNX model (a kernel or a whole model) in ORT: warm-up, a timed loop, honest statistics.
 
 On CUDA every input and output is bound on the device (IO binding), so no host<->device copy is
 timed. Two clocks: ``host`` times each run as the caller sees it (launch, run, sync: what a user
@@ -146,8 +146,11 @@ class ModelRunner:
         if config.clock != self.clock:
             raise ValueError(f"this runner was built for the {self.clock} clock, the config asks for {config.clock}")
         try:
-            for _ in range(config.warmup):
+            warmed = 0
+            warm_until = time.perf_counter() + config.warmup_seconds
+            while warmed < config.warmup or time.perf_counter() < warm_until:
                 self.sample()
+                warmed += 1
             samples: list[float] = []
             start_ns = time.time_ns()
             loop_start = time.perf_counter()
@@ -168,7 +171,7 @@ class ModelRunner:
             start_ns=start_ns,
             end_ns=end_ns,
             ep=self.session.get_providers()[0].removesuffix("ExecutionProvider").lower(),
-            warmup=config.warmup,
+            warmup=warmed,
             intra_op_num_threads=self.options.intra_op_num_threads,
             cudnn_conv_algo_search=self.options.cudnn_conv_algo_search if self.ep == "cuda" else None,
             clock=self._clock_label(),
