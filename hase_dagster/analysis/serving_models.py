@@ -3,12 +3,11 @@ them at every batch size a dynamic batcher forms). Weights are random; nothing i
 
 from __future__ import annotations
 
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-from hase_dagster.analysis.zoo import build_torch_model
+from hase_dagster.analysis.zoo import build_torch_model, trace_to_onnx
 from hase_dagster.core.config import ZooModel
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.ort_runtime import make_session
@@ -47,24 +46,7 @@ def export_dynamic_batch(model: ZooModel, size: int, path: Path, opset: int = 17
     else:
         example = torch.randn(2, 3, size, size)
     partial = path.with_suffix(".onnx.partial")
-    fastpath = torch.backends.mha.get_fastpath_enabled()
-    torch.backends.mha.set_fastpath_enabled(False)
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                module,
-                (example,),
-                str(partial),
-                opset_version=opset,
-                dynamo=False,
-                input_names=["input"],
-                output_names=["output"],
-                dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}},
-                do_constant_folding=True,
-            )
-    finally:
-        torch.backends.mha.set_fastpath_enabled(fastpath)
+    trace_to_onnx(module, example, partial, opset, dynamic_batch=True)
     try:
         session = make_session(partial, "cpu")
         for batch in (1, 3):

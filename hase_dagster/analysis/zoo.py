@@ -108,26 +108,7 @@ def export_variant(
         example = torch.randn(variant.batch_size, variant.input_size, variant.model.d_model, device=device)
     else:
         example = torch.randn(variant.batch_size, 3, variant.input_size, variant.input_size, device=device)
-    # No autograd record (a batch-128 trace under grad keeps tens of GB of activations), and no
-    # fused attention fast path, whose op the exporter cannot write: the exported graph is the
-    # one a trace under grad gives.
-    fastpath = torch.backends.mha.get_fastpath_enabled()
-    torch.backends.mha.set_fastpath_enabled(False)
-    try:
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # the TorchScript exporter is deprecated but exact on opset
-            torch.onnx.export(
-                module,
-                (example,),
-                str(partial),
-                opset_version=opset,
-                dynamo=False,
-                input_names=["input"],
-                output_names=["output"],
-                do_constant_folding=True,
-            )
-    finally:
-        torch.backends.mha.set_fastpath_enabled(fastpath)
+    trace_to_onnx(module, example, partial, opset)
     del module, example
     if device == "cuda":
         torch.cuda.empty_cache()  # ORT sessions in this process need the memory next
@@ -148,6 +129,42 @@ def export_variant(
         inputs=inputs,
         outputs=outputs,
     )
+
+
+def trace_to_onnx(module, example, path: Path, opset: int, dynamic_batch: bool = False) -> None:
+    """Export ``module`` traced on ``example`` to ``path`` with the TorchScript exporter.
+
+    No autograd record (a batch-128 trace under grad keeps tens of GB of activations), and no fused
+    attention fast path, whose op the exporter cannot write: the graph is the one a trace under grad
+    gives. The TorchScript exporter is deprecated but exact on the opset; its warnings are silenced.
+
+    Args:
+        module: the torch module, in eval mode.
+        example: its input tensor.
+        path: where the ONNX file goes.
+        opset: the ONNX opset to write.
+        dynamic_batch: a symbolic first dimension on ``input`` and ``output``.
+    """
+    import torch
+
+    fastpath = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with warnings.catch_warnings(), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                module,
+                (example,),
+                str(path),
+                opset_version=opset,
+                dynamo=False,
+                input_names=["input"],
+                output_names=["output"],
+                dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}} if dynamic_batch else None,
+                do_constant_folding=True,
+            )
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fastpath)
 
 
 def validate_onnx(
