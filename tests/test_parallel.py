@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -27,13 +28,23 @@ if __name__ == "__main__":
 """
 
 
-def test_workers_die_when_their_parent_is_killed(tmp_path: Path) -> None:
+def _ignore_sigterm() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+# A parent started with SIGTERM ignored passes that on to its workers through fork and exec; they must
+# still die with it (the full suite once left such workers behind).
+@pytest.mark.parametrize("sigterm_ignored", [False, True])
+def test_workers_die_when_their_parent_is_killed(tmp_path: Path, sigterm_ignored: bool) -> None:
     script = tmp_path / "parent.py"
     script.write_text(SCRIPT)
     folder = tmp_path / "pids"
     folder.mkdir()
     parent = subprocess.Popen(
-        [sys.executable, str(script), str(folder)], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}
+        [sys.executable, str(script), str(folder)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        preexec_fn=_ignore_sigterm if sigterm_ignored else None,
     )
     deadline = time.monotonic() + 60
     while len(list(folder.glob("*.pid"))) < 2 and time.monotonic() < deadline:

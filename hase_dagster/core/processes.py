@@ -13,7 +13,15 @@ _PR_SET_PDEATHSIG = 1
 
 def die_with_parent() -> None:
     """Have the kernel send SIGTERM to this process when its parent exits (Linux); call it in the
-    child (a ``preexec_fn`` or a pool initializer). Elsewhere it does nothing."""
+    child (a ``preexec_fn`` or a pool initializer). Elsewhere it does nothing.
+
+    SIGTERM is set to its default action first: an ignored SIGTERM is inherited across fork and exec
+    (a parent started with it ignored passes that on), and the parent-death signal would then be lost
+    and the child outlive its parent."""
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    except ValueError:  # a preexec_fn forked from another thread may not set handlers; exec keeps SIG_IGN only
+        pass
     try:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     except OSError:  # not Linux: process groups and explicit stops still apply
