@@ -281,7 +281,15 @@ def test_a_signal_stops_serve_bench_with_one_line_and_no_stressor_left(tmp_path:
     (tmp_path / "plan.yaml").write_text(yaml.safe_dump(spec))
     command = [sys.executable, "-m", "hase_dagster.orchestration.cli", "serve-bench", str(tmp_path / "plan.yaml")]
     command += ["--config", "batch1", "--stress", "0.5", "--duration", "60", "--out", str(tmp_path / "out")]
-    bench = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # As a user's shell starts it: Ctrl-C handled. A suite started in the background (nohup, `&`) runs
+    # with SIGINT ignored, and a child inherits an ignored SIGINT through exec.
+    bench = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         stressors = wait_for(
             "the stressor to start",
