@@ -439,7 +439,7 @@ def regenerate(root: str | os.PathLike[str], traces: str | os.PathLike[str] | No
     Returns:
         The reports written.
     """
-    from hase_dagster.measure.op_profile import _retry_temporal_breakdown
+    from hase_dagster.measure.op_profile import retry_temporal_breakdown
 
     written = []
     for path in sorted(Path(root).glob("*/summary.json")):
@@ -449,7 +449,7 @@ def regenerate(root: str | os.PathLike[str], traces: str | os.PathLike[str] | No
         if "temporal_breakdown_error" in hta and trace is not None and trace.exists():
             with tempfile.TemporaryDirectory() as tmp:
                 shutil.copy(trace, Path(tmp) / "rank-0.json.gz")
-                _retry_temporal_breakdown(tmp, hta)
+                retry_temporal_breakdown(tmp, hta)
             path.write_text(json.dumps(summary, indent=1, default=str))
         report = path.parent / "report.md"
         report.write_text(configuration_report(summary))

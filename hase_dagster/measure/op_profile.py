@@ -569,7 +569,7 @@ def hta_analysis(trace_path: Path, device: str) -> dict[str, Any]:
             except Exception as exc:
                 result[f"{name}_error"] = f"{type(exc).__name__}: {exc}"
         if "temporal_breakdown_error" in result:
-            _retry_temporal_breakdown(tmp, result)
+            retry_temporal_breakdown(tmp, result)
     if device != "cuda":
         result["note"] = (
             "CPU-only trace: HTA's analyses are of GPU streams (kernels, idle GPU time, launches), so they "
@@ -578,7 +578,7 @@ def hta_analysis(trace_path: Path, device: str) -> dict[str, Any]:
     return result
 
 
-def _retry_temporal_breakdown(trace_dir: str, result: dict[str, Any]) -> None:
+def retry_temporal_breakdown(trace_dir: str, result: dict[str, Any]) -> None:
     """Retry HTA's temporal breakdown with its ns rounding off, in place in ``result``.
 
     HTA 0.5.0 rounds every event's start up and its end down to whole microseconds, so a kernel

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -105,12 +104,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--intensity must be in [0, 1], got {args.intensity}")
     if not 0.0 < args.duration < float("inf"):
         parser.error(f"--duration must be a positive number of seconds, got {args.duration}")
-    # SIGTERM ends this process and its workers at once, by the kernel's default action: nothing here
-    # needs cleaning up. A Python handler would only run between bytecodes, and a worker forked a
+    # SIGTERM ends this process and its workers at once, by the kernel's default action (which
+    # die_with_parent sets, over an inherited SIG_IGN; the workers inherit it through fork): nothing
+    # here needs cleaning up. A Python handler would only run between bytecodes, and a worker forked a
     # moment earlier loses a SIGTERM that lands before its interpreter has finished starting, so
-    # Stressor.stop waited 5 s for its SIGKILL. Set explicitly: SIG_IGN is inherited across exec,
-    # and the workers inherit this disposition through fork.
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # Stressor.stop waited 5 s for its SIGKILL.
     die_with_parent()
 
     def ready() -> None:

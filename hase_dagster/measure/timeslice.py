@@ -13,7 +13,6 @@ Run directly as the co-tenant spinner: ``python -m hase_dagster.measure.timeslic
 from __future__ import annotations
 
 import argparse
-import signal
 import statistics
 import subprocess
 import sys
@@ -144,8 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Spin the gap probe on the GPU (a busy co-tenant).")
     parser.add_argument("--spin", type=float, required=True, help="seconds")
     args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    die_with_parent()
+    die_with_parent()  # SIGTERM at its default action: the spinner ends at once when stopped
     try:
         import torch
 
