@@ -36,6 +36,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict:
     config = root / "hase.yaml"
     document = copy.deepcopy(TEST_PROFILE)
     document["profiles"]["tiny"]["models"].append({"name": "squeezenet1_1", "held_out": True})
+    # A design-space probe (a 7x7 depthwise cell): its kernels train, it is never a test case.
+    document["profiles"]["tiny"]["models"].append({"name": "dsp_s12", "kind": "design_probe", "seed": 12})
     config.write_text(yaml.safe_dump(document))
     hase = HaseResource(config_path=str(config), data_directory=str(root / "data"))
     resources = {
@@ -74,13 +76,14 @@ def test_learning_assets_train_predict_and_report(trained: dict) -> None:
     predictions = store.query("SELECT * FROM latency_predictions")
     # every variant at both benchmarked loads; Prometheus is unreachable here, so no current-load row
     assert set(predictions["load_source"]) == {"level=0.00", "level=0.50"}
-    assert len(predictions) == 3 * 2 and (predictions["predicted_ms"] > 0).all()
+    assert len(predictions) == 4 * 2 and (predictions["predicted_ms"] > 0).all()
     assert (predictions["p90_ms"] >= predictions["predicted_ms"]).all()
     report = hase.paths().root / "reports" / "cpu"
     assert (report / "evaluation.png").stat().st_size > 1000
     assert "held_out_architecture" in (report / "evaluation.md").read_text()
     cases = store.query("SELECT * FROM evaluation_cases")
-    # 2 training architectures (each its own family) x 2 levels x 3 settings, and 2 never-seen cases.
+    # 2 training architectures (each its own family) x 2 levels x 3 settings, and 2 never-seen cases;
+    # the design-space probe is in none of them (and no family left out is design_space).
     assert len(cases) == 2 * 2 * 3 + 2
     by_family = cases[cases["setting"] == "held_out_family"]
     assert set(by_family["family"]) == {"residual_cnn", "text_transformer"}
@@ -129,6 +132,7 @@ def test_held_out_model_is_measured_but_never_trained_on(trained: dict) -> None:
     assert set(held_out_levels) == {0.0}
     rows = training_rows(store, "cpu")
     assert not rows["instance_id"].isin(only_held_out).any()
+    assert "dsp_s12" in ",".join(rows["architecture"])  # the probe's kernels train the regressor
     assert "squeezenet1_1" not in ",".join(rows["architecture"])
     models = store.query("SELECT DISTINCT variant_id FROM model_benchmarks")["variant_id"]
     assert "squeezenet1_1_i64_b1" in set(models)

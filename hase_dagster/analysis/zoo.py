@@ -77,6 +77,10 @@ def build_torch_model(model: ZooModel):  # -> torch.nn.Module (torch imported la
         from hase_dagster.analysis.random_nets import build_random_network
 
         return build_random_network(model.seed)
+    if model.kind == "design_probe":
+        from hase_dagster.analysis.design_space import build_probe_network
+
+        return build_probe_network(model.seed)
     available = set(torchvision.models.list_models(module=torchvision.models))
     if model.name not in available:
         raise UnknownModelError(

@@ -53,7 +53,12 @@ FAMILY_BY_PREFIX: dict[str, str] = {
     # Tables written before models carried a family know the encoder only by its model name.
     "transformer_encoder": "text_transformer",
 }
-FAMILY_BY_KIND = {"transformer_encoder": "text_transformer", "random_nas": "random_nas"}
+FAMILY_BY_KIND = {
+    "transformer_encoder": "text_transformer",
+    "random_nas": "random_nas",
+    # Sampled training probes (analysis.design_space): always trained on, never a test case.
+    "design_probe": "design_space",
+}
 
 
 def infer_family(name: str, kind: str = "torchvision") -> str:
@@ -65,17 +70,18 @@ def infer_family(name: str, kind: str = "torchvision") -> str:
 
 
 class ZooModel(_Strict):
-    """One model of the zoo: a torchvision classifier by name, a transformer encoder, or a random
-    NAS-style network drawn from a seed (``analysis.random_nets``)."""
+    """One model of the zoo: a torchvision classifier by name, a transformer encoder, a random
+    NAS-style network drawn from a seed (``analysis.random_nets``), or a design-space probe drawn
+    from a seed (``analysis.design_space``)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_]+$")
-    kind: Literal["torchvision", "transformer_encoder", "random_nas"] = "torchvision"
+    kind: Literal["torchvision", "transformer_encoder", "random_nas", "design_probe"] = "torchvision"
     # Transformer encoder shape (BERT-base by default); ignored for other kinds.
     d_model: PositiveInt = 768
     nhead: PositiveInt = 12
     dim_feedforward: PositiveInt = 3072
     num_layers: PositiveInt = 12
-    # The random network's seed (random_nas only).
+    # The random network's or probe's seed (random_nas and design_probe only).
     seed: Annotated[int, Field(ge=0)] = 0
     # Never trained on: only measured as a whole model (its kernels at idle, for the load-blind
     # baseline), so the evaluation reports how Hase does on an architecture it never saw.
@@ -88,9 +94,11 @@ class ZooModel(_Strict):
         return self.family or infer_family(self.name, self.kind)
 
     @model_validator(mode="after")
-    def _heads_divide_width(self) -> ZooModel:
+    def _consistent(self) -> ZooModel:
         if self.kind == "transformer_encoder" and self.d_model % self.nhead:
             raise ValueError(f"d_model {self.d_model} is not divisible by nhead {self.nhead}")
+        if self.kind == "design_probe" and self.held_out:
+            raise ValueError("a design_probe is a training sample, never a test case: it cannot be held_out")
         return self
 
 

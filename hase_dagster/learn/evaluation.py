@@ -4,7 +4,8 @@ Four settings: ``trained_on_all`` (the predictor that ships, which has seen ever
 ``held_out_architecture`` (for each training architecture, a predictor trained without any kernel
 instance or measurement of it), ``held_out_family`` (the same without its whole family) and
 ``never_seen`` (the profile's held-out models, which no predictor trained on: the honest figure for
-a new model). Baselines on the same cases:
+a new model). Design-space probes (family ``design_space``) are training samples: every predictor
+trains on them and none is a test case. Baselines on the same cases:
 ``flops_proportional`` (model ms = c x FLOPs, c fitted per stress level on the other architectures)
 and ``idle_kernel_sum`` (sum of the model's kernels measured alone on an idle device: what a
 load-blind predictor says).
@@ -20,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hase_dagster.analysis.design_space import DESIGN_SPACE_FAMILY
 from hase_dagster.learn.memory_evaluation import evaluate_memory
 from hase_dagster.learn.predict import predict_model
 from hase_dagster.learn.training import Predictor, background_load, kernels_by_variant, measured_models, train_predictor
@@ -71,9 +73,10 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
     kernels = kernels_by_variant(store, ep)
     models = models[models["variant_id"].isin(kernels)]
     never_seen = models["held_out"].astype(bool)
+    samples = models["family"] == DESIGN_SPACE_FAMILY
     shipped = shipped or train_predictor(store, ep)
     kind = shipped.regressor.kind
-    trained = models[~never_seen]
+    trained = models[~never_seen & ~samples]
     by_architecture = {
         a: train_predictor(store, ep, exclude_architectures={a}, kind=kind)
         for a in sorted(trained["architecture"].unique())
@@ -94,7 +97,7 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
     flops = {v: float(sum(k.flops for k in ks)) for v, ks in kernels.items()}
     rows = []
     predictions = {}
-    for row in models.to_dict("records"):
+    for row in models[~samples].to_dict("records"):
         load = background_load(row)
         variant, level = row["variant_id"], float(row["stress_level"])
         others = trained[
@@ -244,7 +247,9 @@ def _markdown(ep: str, cases: pd.DataFrame, summaries: dict[str, pd.DataFrame], 
         "`held_out_architecture` predicts each training architecture with a predictor trained without it; "
         "`held_out_family` predicts each one with a predictor trained without its whole family (residual CNN, "
         "mobile, dense/concat, vision transformer, text transformer, random NAS); `never_seen` predicts the "
-        "profile's held-out models, which no predictor ever trained on. Error measures: MAPE, the 50th and "
+        "profile's held-out models, which no predictor ever trained on. Design-space probes (family "
+        "`design_space`, carriers of sampled kernels) are in every predictor's training and no test case. "
+        "Error measures: MAPE, the 50th and "
         "95th percentiles of the absolute error, the shares within +-5% and +-10% (all in %) and Spearman's "
         "rank correlation, for the mean and for p90. Baselines on the same cases: FLOPs-proportional (ms per "
         "FLOP fitted per batch size and stress level on the other training architectures) and the load-blind "

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
+from hase_dagster.analysis.design_space import DESIGN_SPACE_FAMILY
 from hase_dagster.core.documents import load_versioned_json
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
@@ -170,7 +171,8 @@ def train_predictor(
 ) -> Predictor:
     """Regressor on kernel benchmarks and composition on model benchmarks of ``ep``; with
     ``exclude_architectures``, nothing of those architectures is seen (no kernel instance any of
-    them uses, no measurement of them). Held-out models (``held_out`` in the profile) are never seen."""
+    them uses, no measurement of them). Held-out models (``held_out`` in the profile) are never seen;
+    design-space probes train the regressor, not the composition."""
     excluded = set(exclude_architectures)
     rows = training_rows(store, ep)
     models = measured_models(store, ep)
@@ -179,7 +181,10 @@ def train_predictor(
         rows = rows[~rows["architecture"].str.split(",").apply(lambda names: bool(excluded & set(names)))]
         models = models[~models["architecture"].isin(excluded)]
     regressor = train_regressor(rows.reset_index(drop=True), ep, kind=kind)
-    composition = Composition.fit(composition_points(regressor, models, kernels_by_variant(store, ep)))
+    # Design-space probes train the kernels only: a probe (a stem, a cell and a head) is no network
+    # a user runs, and hundreds of them would outweigh the real networks the composition is for.
+    networks = models[models["family"] != DESIGN_SPACE_FAMILY]
+    composition = Composition.fit(composition_points(regressor, networks, kernels_by_variant(store, ep)))
     return Predictor(regressor, composition)
 
 

@@ -1,0 +1,299 @@
+"""Design-space probes: small networks of one sampled cell, drawn from a seed, whose kernels cover
+the shapes real networks use rather than the zoo's (issue 11, item 1: adaptive kernel sampling).
+
+A probe is a patchify stem that brings the image to the cell's resolution, one to two copies of a
+cell with sampled channels, kernel size, stride, groups, activation and options, and a pooled linear
+head. Cells: plain convolutions (dense, grouped, depthwise; kernel 1-7), inverted residuals with
+optional squeeze-excitation, concat branches, ConvNeXt blocks (LayerNorm), transformer encoder
+layers and MLPs over the feature map's tokens, and pooling. Widths are log-uniform between 16 and
+1024, resolutions 7-112 px, under caps on a cell's FLOPs and activation size so batch 128 fits.
+
+Probes are training samples, not architectures a user runs: their family (``design_space``) is
+always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
+drawn with numpy; :func:`build_probe_network` builds the torch module, so a seed always gives the
+same network.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+DESIGN_SPACE_FAMILY = "design_space"
+CELL_TYPES = ("conv", "inverted_residual", "concat", "convnext", "attention", "mlp", "pool")
+# Drawn more often where ORT runs more distinct kernels per cell (convolutions) and where the zoo
+# lacks shapes (depthwise, attention).
+CELL_WEIGHTS = (0.3, 0.2, 0.1, 0.1, 0.15, 0.07, 0.08)
+ACTIVATIONS = ("none", "relu", "relu6", "silu", "gelu", "hardswish", "sigmoid")
+RESOLUTIONS = (7, 14, 28, 56, 112)
+# The image size the stem's patch is chosen for; another input size scales the cell's resolution.
+REFERENCE_INPUT = 224
+# Per-sample caps: a cell's multiply-adds (resnet50 has 4.1 G in all) and its widest activation.
+MAX_CELL_MACS = 3.0e9
+MAX_ACTIVATION_ELEMENTS = 2.0e6
+MAX_TOKENS = 784
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """One probe: the cell type, its resolution and widths, and the cell's options."""
+
+    seed: int
+    cell: str
+    resolution: int
+    width: int
+    out_width: int
+    kernel: int = 1
+    stride: int = 1
+    groups: int = 1
+    expand: int = 1
+    se: bool = False
+    activation: str = "relu"
+    residual: bool = False
+    branches: tuple[int, ...] = ()
+    heads: int = 1
+    depth: int = 1
+
+    @property
+    def patch(self) -> int:
+        """The stem's kernel size and stride: the image at REFERENCE_INPUT px to ``resolution``."""
+        return REFERENCE_INPUT // self.resolution
+
+    def cell_macs(self) -> float:
+        """Multiply-adds of one cell per sample (the main convolutions or matrix products)."""
+        r2 = self.resolution**2
+        out_r2 = (self.resolution // self.stride) ** 2
+        if self.cell == "conv":
+            return out_r2 * self.out_width * self.width // self.groups * self.kernel**2
+        if self.cell == "inverted_residual":
+            hidden = self.width * self.expand
+            return r2 * self.width * hidden * (self.expand > 1) + out_r2 * hidden * (self.kernel**2 + self.out_width)
+        if self.cell == "concat":
+            share = self.out_width / max(1, len(self.branches))
+            return sum(out_r2 * share * self.width * max(1, k) ** 2 for k in self.branches)
+        if self.cell == "convnext":
+            return r2 * self.width * (self.kernel**2 + 8 * self.width)
+        if self.cell == "attention":
+            return r2 * self.width * (4 * self.width + 2 * self.expand * self.width) + 2 * r2 * r2 * self.width
+        if self.cell == "mlp":
+            return 2 * r2 * self.width * self.width * self.expand
+        return out_r2 * self.width * self.out_width
+
+    def widest_activation(self) -> float:
+        """Elements of the largest tensor a cell makes per sample (attention: its score matrix)."""
+        hidden = self.width * max(1, self.expand)
+        largest = self.resolution**2 * max(hidden, self.out_width, self.width)
+        if self.cell == "attention":
+            largest = max(largest, self.heads * self.resolution**4)
+        return float(largest)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _log_width(rng: np.random.Generator, low: int, high: int) -> int:
+    """A width log-uniform in [low, high], a multiple of 8."""
+    return max(8, int(round(math.exp(rng.uniform(math.log(low), math.log(high))) / 8)) * 8)
+
+
+def _draw_once(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    cell = str(rng.choice(CELL_TYPES, p=CELL_WEIGHTS))
+    activation = str(rng.choice(ACTIVATIONS))
+    depth = int(rng.choice([1, 1, 2]))
+    if cell in ("attention", "mlp"):
+        resolution = int(rng.choice([7, 14, 28]))
+        width = _log_width(rng, 64, 1024)
+        heads = int(rng.choice([h for h in (1, 2, 4, 8, 12, 16) if width % h == 0 and width // h >= 16] or [1]))
+        return ProbeSpec(
+            seed, cell, resolution, width, width, expand=int(rng.choice([2, 3, 4])), heads=heads,
+            activation=str(rng.choice(["gelu", "relu"])), depth=depth,
+        )  # fmt: skip
+    resolution = int(rng.choice(RESOLUTIONS))
+    width = _log_width(rng, 16, 1024)
+    out_width = width if rng.random() < 0.5 else _log_width(rng, 16, 1024)
+    stride = 2 if rng.random() < 0.25 and resolution >= 14 else 1
+    if cell == "conv":
+        kernel = int(rng.choice([1, 1, 3, 3, 5, 7]))
+        mode = rng.choice(["dense", "dense", "grouped", "depthwise"])
+        if mode == "depthwise":
+            out_width, groups = width, width
+        elif mode == "grouped":
+            groups = int(rng.choice([g for g in (2, 4, 8, 16, 32) if width % g == 0 and out_width % g == 0] or [1]))
+        else:
+            groups = 1
+        return ProbeSpec(
+            seed, cell, resolution, width, out_width, kernel, stride, groups, activation=activation,
+            residual=stride == 1 and out_width == width and rng.random() < 0.5, depth=depth,
+        )  # fmt: skip
+    if cell == "inverted_residual":
+        return ProbeSpec(
+            seed, cell, resolution, width, out_width, int(rng.choice([3, 5, 7])), stride,
+            expand=int(rng.choice([1, 3, 4, 6])), se=bool(rng.random() < 0.5), activation=activation,
+            residual=stride == 1 and out_width == width, depth=depth,
+        )  # fmt: skip
+    if cell == "concat":
+        branches = tuple(int(k) for k in rng.choice([0, 1, 3, 5, 7], size=int(rng.integers(2, 5)), replace=False))
+        return ProbeSpec(
+            seed, cell, resolution, width, max(out_width, 8 * len(branches)), stride=stride,
+            branches=branches, activation=activation, depth=depth,
+        )  # fmt: skip
+    if cell == "convnext":
+        return ProbeSpec(seed, cell, resolution, width, width, kernel=int(rng.choice([3, 7])), depth=depth)
+    # pool: max or average (kernel 0 / 1) pooling, then a 1x1 convolution to out_width
+    return ProbeSpec(seed, "pool", resolution, width, out_width, kernel=int(rng.integers(0, 2)), stride=2)
+
+
+def draw_probe(seed: int) -> ProbeSpec:
+    """The probe of ``seed``: drawn again (from the same generator) until it fits the caps.
+
+    Args:
+        seed: any integer; equal seeds give equal probes.
+
+    Returns:
+        The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample.
+    """
+    rng = np.random.default_rng(seed)
+    while True:
+        spec = _draw_once(rng, seed)
+        tokens = spec.resolution**2 if spec.cell in ("attention", "mlp") else 0
+        if (
+            spec.cell_macs() <= MAX_CELL_MACS
+            and spec.widest_activation() <= MAX_ACTIVATION_ELEMENTS
+            and tokens <= MAX_TOKENS
+        ):
+            return spec
+
+
+def build_probe_network(seed: int, num_classes: int = 1000) -> Any:  # -> torch.nn.Module
+    """The eval-mode torch module of :func:`draw_probe` ``(seed)`` for (batch, 3, H, W) images."""
+    import torch
+    from torch import nn
+
+    spec = draw_probe(seed)
+
+    def act() -> nn.Module:
+        return {
+            "none": nn.Identity, "relu": nn.ReLU, "relu6": nn.ReLU6, "silu": nn.SiLU, "gelu": nn.GELU,
+            "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid,
+        }[spec.activation]()  # fmt: skip
+
+    def conv(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, activation: bool = True) -> nn.Module:
+        layers: list[nn.Module] = [
+            nn.Conv2d(c_in, c_out, k, stride, k // 2, groups=groups, bias=False),
+            nn.BatchNorm2d(c_out),
+        ]
+        return nn.Sequential(*layers, act()) if activation else nn.Sequential(*layers)
+
+    class SqueezeExcite(nn.Module):
+        def __init__(self, channels: int) -> None:
+            super().__init__()
+            hidden = max(8, channels // 4)
+            self.gate = nn.Sequential(
+                nn.AdaptiveAvgPool2d(1),
+                nn.Conv2d(channels, hidden, 1),
+                nn.SiLU(),
+                nn.Conv2d(hidden, channels, 1),
+                nn.Sigmoid(),
+            )
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x * self.gate(x)
+
+    class Tokens(nn.Module):
+        """Runs ``body`` over the feature map as (batch, tokens, channels) and back."""
+
+        def __init__(self, body: nn.Module) -> None:
+            super().__init__()
+            self.body = body
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            n, c, h, w = x.shape
+            return self.body(x.flatten(2).transpose(1, 2)).transpose(1, 2).reshape(n, c, h, w)
+
+    class Mlp(nn.Module):
+        def __init__(self, width: int) -> None:
+            super().__init__()
+            self.norm = nn.LayerNorm(width)
+            self.up = nn.Linear(width, width * spec.expand)
+            self.act = act()
+            self.down = nn.Linear(width * spec.expand, width)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.down(self.act(self.up(self.norm(x))))
+
+    class ConvNeXt(nn.Module):
+        def __init__(self, width: int) -> None:
+            super().__init__()
+            self.depthwise = nn.Conv2d(width, width, spec.kernel, 1, spec.kernel // 2, groups=width)
+            self.norm = nn.LayerNorm(width)
+            self.up = nn.Linear(width, 4 * width)
+            self.down = nn.Linear(4 * width, width)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.depthwise(x).permute(0, 2, 3, 1)
+            y = self.down(nn.functional.gelu(self.up(self.norm(y))))
+            return x + y.permute(0, 3, 1, 2)
+
+    class Cell(nn.Module):
+        def __init__(self, c_in: int, first: bool) -> None:
+            super().__init__()
+            stride = spec.stride if first else 1
+            c_out = spec.out_width
+            self.residual = spec.residual and c_in == c_out and stride == 1
+            self.branches: nn.ModuleList | None = None
+            if spec.cell == "conv":
+                self.body: nn.Module = conv(
+                    c_in, c_out, spec.kernel, stride, spec.groups if c_in % spec.groups == 0 else 1
+                )
+            elif spec.cell == "inverted_residual":
+                hidden = c_in * spec.expand
+                layers = [conv(c_in, hidden, 1)] if spec.expand > 1 else []
+                layers.append(conv(hidden, hidden, spec.kernel, stride, hidden))
+                layers += ([SqueezeExcite(hidden)] if spec.se else []) + [conv(hidden, c_out, 1, activation=False)]
+                self.body = nn.Sequential(*layers)
+            elif spec.cell == "concat":
+                share = [c_out // len(spec.branches) // 8 * 8 or 8 for _ in spec.branches]
+                share[0] += c_out - sum(share)
+                self.branches = nn.ModuleList(
+                    nn.Sequential(nn.MaxPool2d(3, stride, 1), conv(c_in, w, 1)) if k == 0 else conv(c_in, w, k, stride)
+                    for k, w in zip(spec.branches, share)
+                )
+                self.body = nn.Identity()
+            elif spec.cell == "convnext":
+                self.body = ConvNeXt(c_in)
+            elif spec.cell == "attention":
+                layer = nn.TransformerEncoderLayer(
+                    c_in, spec.heads, spec.expand * c_in, activation=spec.activation, batch_first=True,
+                    norm_first=bool(spec.seed % 2),
+                )  # fmt: skip
+                self.body = Tokens(nn.TransformerEncoder(layer, 1, enable_nested_tensor=False))
+            elif spec.cell == "mlp":
+                self.body = Tokens(Mlp(c_in))
+            else:
+                pool = nn.MaxPool2d(3, stride, 1) if spec.kernel == 0 else nn.AvgPool2d(3, stride, 1)
+                self.body = nn.Sequential(pool, conv(c_in, c_out, 1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.branches is not None:
+                return torch.cat([branch(x) for branch in self.branches], dim=1)
+            y = self.body(x)
+            return x + y if self.residual else y
+
+    class Probe(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = nn.Conv2d(3, spec.width, spec.patch, spec.patch)
+            cells = [Cell(spec.width, True)]
+            width = spec.width if spec.cell in ("convnext", "attention", "mlp") else spec.out_width
+            cells += [Cell(width, False) for _ in range(spec.depth - 1)]
+            self.cells = nn.Sequential(*cells)
+            self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, num_classes))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.cells(self.stem(x)))
+
+    torch.manual_seed(seed)
+    return Probe().eval()

@@ -1,0 +1,119 @@
+"""Design-space probes and adaptive kernel sampling: drawn from a seed, inside the caps, covering
+the cell types, exportable, and chosen by the committee's disagreement."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from hase_dagster.analysis.design_space import (
+    CELL_TYPES,
+    MAX_ACTIVATION_ELEMENTS,
+    MAX_CELL_MACS,
+    draw_probe,
+)
+from hase_dagster.analysis.zoo import ModelVariant, export_variant
+from hase_dagster.core.config import ZooModel
+from hase_dagster.core.ort_runtime import make_session, random_inputs
+from hase_dagster.learn import sampling
+from hase_dagster.learn.sampling import CandidateScore, choose, kernel_spreads
+
+
+def test_a_seed_always_draws_the_same_probe_and_seeds_differ() -> None:
+    assert draw_probe(11) == draw_probe(11)
+    assert len({draw_probe(seed) for seed in range(50)}) == 50
+
+
+def test_two_hundred_probes_cover_the_cells_within_the_caps() -> None:
+    probes = [draw_probe(seed) for seed in range(200)]
+    assert {p.cell for p in probes} == set(CELL_TYPES)
+    convs = [p for p in probes if p.cell == "conv"]
+    assert {p.kernel for p in convs} == {1, 3, 5, 7}
+    assert any(p.groups == p.width > 1 for p in convs) and any(1 < p.groups < p.width for p in convs)
+    assert {p.activation for p in probes} >= {"none", "relu", "silu", "gelu", "hardswish", "sigmoid"}
+    assert min(p.width for p in probes) <= 24 and max(p.width for p in probes) >= 640
+    assert all(p.cell_macs() <= MAX_CELL_MACS and p.widest_activation() <= MAX_ACTIVATION_ELEMENTS for p in probes)
+    assert all(p.resolution**2 <= 784 for p in probes if p.cell in ("attention", "mlp"))
+
+
+@pytest.mark.parametrize("cell", ["conv", "inverted_residual", "concat", "convnext", "attention", "mlp", "pool"])
+def test_a_probe_of_every_cell_exports_and_runs_in_ort(cell: str, tmp_path: Path) -> None:
+    seed = next(s for s in range(100) if draw_probe(s).cell == cell)
+    model = ZooModel(name=f"dsp_s{seed}", kind="design_probe", seed=seed)
+    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (2, 1000) and np.isfinite(output).all()
+
+
+def test_a_probe_is_always_trained_on_never_held_out() -> None:
+    assert ZooModel(name="p", kind="design_probe", seed=1).family_name == "design_space"
+    with pytest.raises(ValidationError, match="never a test case"):
+        ZooModel(name="p", kind="design_probe", seed=1, held_out=True)
+
+
+def test_choose_takes_the_most_uncertain_new_kernels_first() -> None:
+    candidates = [
+        CandidateScore("a", {"k1": 0.5, "k2": 0.4}),  # mean 0.45: first
+        CandidateScore("b", {"k1": 0.5, "k2": 0.4, "k3": 0.05}),  # mean 0.32, the most in sum; after a: 0.05
+        CandidateScore("c", {"k4": 0.3}),  # 0.3: second
+        CandidateScore("d", {"k5": 0.01}),
+    ]
+    assert choose(candidates, 2, explore_share=0.0) == ["a", "c"]
+    assert choose(candidates, 3, explore_share=0.0) == ["a", "c", "b"]
+    # a random quarter: the greedy picks first, then one of the others, never twice the same
+    picked = choose(candidates, 4, explore_share=0.25, seed=3)
+    assert picked[:3] == ["a", "c", "b"] and sorted(picked) == ["a", "b", "c", "d"]
+    assert len(choose(candidates, 10)) == 4
+    with pytest.raises(ValueError, match="explore_share"):
+        choose(candidates, 2, explore_share=1.5)
+
+
+class _Member:
+    """A committee member that predicts a fixed factor times each kernel's FLOPs."""
+
+    def __init__(self, factor: float) -> None:
+        self.factor = factor
+
+    def predict_kernels(self, records: list[dict[str, Any]], loads: list[dict[str, float]]) -> list[dict[str, Any]]:
+        return [{"median_ms": np.array([self.factor * r["flops"] for r in records])} for _ in loads]
+
+
+class _Kernel:
+    def __init__(self, name: str, flops: float) -> None:
+        self.instance_id, self.flops = name, flops
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"flops": self.flops}
+
+
+def test_kernel_spreads_are_the_committees_log_disagreement() -> None:
+    kernels = [_Kernel("x", 1.0), _Kernel("y", 4.0)]
+    agree = kernel_spreads([_Member(2.0), _Member(2.0)], kernels, [{}])  # type: ignore[list-item]
+    assert agree == {"x": 0.0, "y": 0.0}
+    apart = kernel_spreads([_Member(1.0), _Member(np.e**2)], kernels, [{}, {}])  # type: ignore[list-item]
+    assert apart == pytest.approx({"x": 1.0, "y": 1.0})  # log predictions 2 apart: std 1
+    assert kernel_spreads([_Member(1.0)], kernels, [{}]) == {}  # type: ignore[list-item]
+
+
+def test_each_committee_member_trains_without_one_family(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[set[str]] = []
+    monkeypatch.setattr(
+        sampling, "train_regressor", lambda rows, ep, kind: seen.append(set(rows["instance_id"])) or len(seen)
+    )
+    rows = pd.DataFrame(
+        {
+            "instance_id": ["i1", "i2", "i3", "i4"],
+            "architecture": ["resnet18", "mobilenet_v2", "resnet18,nas_1", "nas_1"],
+        }
+    )
+    families = {"resnet18": "residual_cnn", "mobilenet_v2": "mobile", "nas_1": "random_nas"}
+    members = sampling.committee(rows, "cuda", families)
+    assert len(members) == 3
+    # mobile out; random_nas out (i3 is shared with a residual network: left out too); residual out
+    assert seen == [{"i1", "i3", "i4"}, {"i1", "i2"}, {"i2", "i4"}]
