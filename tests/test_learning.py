@@ -69,6 +69,7 @@ def test_learning_assets_train_predict_and_report(trained: dict) -> None:
     comparison = metadata["comparison"].value
     assert all(kind in comparison for kind in ("flops_baseline", "random_forest", "xgboost"))
     assert set(metadata["held_out_architectures"].value) >= {"resnet18", "transformer_encoder"}
+    assert "dsp_s12" not in metadata["held_out_architectures"].value  # a probe is always trained on
     saved = json.loads((predictor_path(hase.paths().root, "cpu") / "predictor.json").read_text())
     assert saved["regressor"]["load_fields"] == ["HOST_CPU_UTIL"] and "xgboost" in saved["regressor"]["versions"]
     assert set(saved["regressor"]["targets"]) == {"median_ms", "mean_ms", "p90_ms"}

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hase_dagster.analysis.design_space import DESIGN_SPACE_FAMILY
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
 from hase_dagster.learn.estimators import (
@@ -268,11 +269,16 @@ def _generalization_mape(comparison: dict[str, Any]) -> float:
 def _held_out_architectures(
     kind: str, frame: pd.DataFrame, rows: pd.DataFrame, ep: str, load_fields: list[str]
 ) -> dict[str, Any]:
-    """Leave one architecture out: train on instances that appear in no variant of it."""
+    """Leave one architecture out: train on instances that appear in no variant of it. Design-space
+    probes (``sample_architectures``) are always trained on: they are no architecture a user brings,
+    and dozens of them would decide the choice of kind."""
     members = rows["architecture"].str.split(",")
+    samples = (
+        set(",".join(rows["sample_architectures"].dropna()).split(",")) if "sample_architectures" in rows else set()
+    )
     results: dict[str, Any] = {}
     predicted_all, measured_all = [], []
-    for architecture in sorted({a for names in members for a in names}):
+    for architecture in sorted({a for names in members for a in names} - samples):
         in_test = members.apply(lambda names, a=architecture: a in names).to_numpy()
         if in_test.all() or (~in_test).sum() < MIN_TRAINING_ROWS:
             continue
@@ -293,13 +299,16 @@ def _held_out_architectures(
 
 def training_rows(store: Any, ep: str) -> pd.DataFrame:
     """Kernel benchmark rows of ``ep`` joined with the catalog and the architectures using each
-    instance. Held-out models do not count: an instance only they use is no training row."""
+    instance (``sample_architectures``: those of them that are design-space probes). Held-out models
+    do not count: an instance only they use is no training row."""
     return store.query(
-        """WITH arch AS (
+        f"""WITH arch AS (
                SELECT k.instance_id, k.ep, k.batch_size, string_agg(DISTINCT f.model_name, ',') AS architecture,
+                      string_agg(DISTINCT f.model_name, ',') FILTER (WHERE f.family = '{DESIGN_SPACE_FAMILY}')
+                          AS sample_architectures,
                       any_value(k.absorbed_ops_json) AS absorbed_ops_json
                FROM kernels k JOIN model_files f USING (variant_id) WHERE NOT f.held_out GROUP BY ALL)
-           SELECT b.*, arch.architecture, arch.absorbed_ops_json
+           SELECT b.*, arch.architecture, arch.sample_architectures, arch.absorbed_ops_json
            FROM kernel_benchmarks b JOIN arch USING (instance_id, ep, batch_size)
            WHERE b.ep = ? AND b.status = 'ok' AND b.mean_ms > 0""",
         [ep],
