@@ -321,3 +321,18 @@ def test_error_measures() -> None:
     predicted, measured = np.array([1.09, 2.0, 2.5]), np.array([1.0, 2.0, 2.0])
     assert mape(predicted, measured) == pytest.approx((9 + 0 + 25) / 3)
     assert within(predicted, measured) == pytest.approx(200 / 3)
+
+
+def test_evaluate_tables_with_a_kind_trains_that_kind_only(
+    trained: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("HASE_DATA_DIR", trained["hase"].data_directory)
+    assert main(["report", "--export", str(tmp_path / "tables")]) == 0
+    capsys.readouterr()
+    out = tmp_path / "evaluation"
+    assert (
+        main(["evaluate-tables", str(tmp_path / "tables"), "--ep", "cpu", "--kind", "random_forest", "--out", str(out)])
+        == 0
+    )
+    assert "random_forest, as asked (no comparison)" in (out / "regressor.md").read_text()
+    assert "held_out_family" in (out / "evaluation.md").read_text() and "never_seen" in capsys.readouterr().out

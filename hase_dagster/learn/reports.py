@@ -121,7 +121,11 @@ def benchmark_report(store: Warehouse) -> str:
 
 def regressor_report(metrics: dict) -> str:
     """Markdown of a regressor's comparison: kernel-level MAPE on held-out rows (median, mean and p90
-    targets) and on held-out architectures, per kind, and per family for the best kind."""
+    targets) and on held-out architectures, per kind, and per family for the best kind; for a kind
+    given rather than chosen (no comparison ran), one line that says so."""
+    if "comparison" not in metrics:
+        heading = f"## Kernel regressor ({metrics['training_rows']} measured rows)"
+        return f"{heading}\n\n{metrics['best']}, as asked (no comparison)"
     rows = []
     for kind, result in metrics["comparison"].items():
         by_target = result["held_out_rows_by_target"]

@@ -496,7 +496,7 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         store = import_tables(args.tables, Path(tmp) / "imported.duckdb")
-        shipped = train_predictor(store, args.ep)
+        shipped = train_predictor(store, args.ep, kind=args.kind)
         result = evaluate(store, args.ep, shipped)
     write_report(result, args.out, f"Hase on {args.ep}")
     (args.out / "regressor.md").write_text(
@@ -782,6 +782,9 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("tables", type=Path, help="folder of Parquet files written by `hase report --export`")
     tables.add_argument("--ep", choices=["cpu", "cuda"], required=True)
     tables.add_argument("--out", type=Path, required=True)
+    tables.add_argument(
+        "--kind", choices=list(REGRESSOR_KINDS), default=None, help="regressor kind (default: compare all)"
+    )
     tables.set_defaults(handler=cmd_evaluate_tables)
 
     importer = commands.add_parser(
