@@ -66,8 +66,14 @@ class LatencyRegressor:
     versions: dict[str, str] = field(default_factory=dict)
     batch_sizes: list[int] = field(default_factory=list)
 
+    @property
+    def numeric_columns(self) -> list[str]:
+        """The numeric feature columns the estimators were trained on, in matrix order (a regressor
+        saved before the precision features has fewer)."""
+        return sorted(self.layout.columns, key=self.layout.columns.__getitem__)
+
     def matrix(self, features: pd.DataFrame) -> np.ndarray:
-        return as_matrix(features, self.families, self.ops, self.load_fields)
+        return as_matrix(features, self.families, self.ops, self.load_fields, self.numeric_columns)
 
     def predict(self, features: pd.DataFrame) -> dict[str, np.ndarray]:
         """Milliseconds per target for each row of a feature frame (p90 never below median or mean)."""
@@ -78,7 +84,7 @@ class LatencyRegressor:
     ) -> list[dict[str, np.ndarray]]:
         """Milliseconds per target for catalog-style kernel records under each of ``loads`` (one
         mapping of targets to per-kernel arrays per load), in one pass of the estimators."""
-        x = feature_matrix(kernels, loads, self.families, self.ops, self.load_fields)
+        x = feature_matrix(kernels, loads, self.families, self.ops, self.load_fields, self.numeric_columns)
         predicted = self.predict_matrix(x)
         n = len(kernels)
         return [{t: values[i * n : (i + 1) * n] for t, values in predicted.items()} for i in range(len(loads))]
