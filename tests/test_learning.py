@@ -38,6 +38,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict:
     document["profiles"]["tiny"]["models"].append({"name": "squeezenet1_1", "held_out": True})
     # A design-space probe (a 7x7 depthwise cell): its kernels train, it is never a test case.
     document["profiles"]["tiny"]["models"].append({"name": "dsp_s12", "kind": "design_probe", "seed": 12})
+    # resnet18 also in fp16 and int8 (issue 15 C): trained on with the fp32 models, evaluated per precision.
+    document["profiles"]["tiny"]["models"][0]["precisions"] = ["fp32", "fp16", "int8"]
     config.write_text(yaml.safe_dump(document))
     hase = HaseResource(config_path=str(config), data_directory=str(root / "data"))
     resources = {
@@ -77,21 +79,42 @@ def test_learning_assets_train_predict_and_report(trained: dict) -> None:
     predictions = store.query("SELECT * FROM latency_predictions")
     # every variant at both benchmarked loads; Prometheus is unreachable here, so no current-load row
     assert set(predictions["load_source"]) == {"level=0.00", "level=0.50"}
-    assert len(predictions) == 4 * 2 and (predictions["predicted_ms"] > 0).all()
+    assert len(predictions) == 6 * 2 and (predictions["predicted_ms"] > 0).all()
     assert (predictions["p90_ms"] >= predictions["predicted_ms"]).all()
     report = hase.paths().root / "reports" / "cpu"
     assert (report / "evaluation.png").stat().st_size > 1000
     assert "held_out_architecture" in (report / "evaluation.md").read_text()
     cases = store.query("SELECT * FROM evaluation_cases")
-    # 2 training architectures (each its own family) x 2 levels x 3 settings, and 2 never-seen cases;
-    # the design-space probe is in none of them (and no family left out is design_space).
-    assert len(cases) == 2 * 2 * 3 + 2
+    # 2 training architectures (each its own family; resnet18 in 3 precisions) x 2 levels x 3 settings,
+    # and 2 never-seen cases; the design-space probe is in none of them (and no family left out is design_space).
+    assert len(cases) == (3 + 1) * 2 * 3 + 2
     by_family = cases[cases["setting"] == "held_out_family"]
     assert set(by_family["family"]) == {"residual_cnn", "text_transformer"}
     assert set(cases["size"]) <= {"under_2ms", "2ms_and_more"} and cases["size"].notna().all()
     never_seen = cases[cases["setting"] == "never_seen"]
     assert set(never_seen["architecture"]) == {"squeezenet1_1"} and never_seen["idle_kernel_sum_ms"].notna().all()
     assert set(cases.loc[cases["setting"] != "never_seen", "architecture"]) == {"resnet18", "transformer_encoder"}
+
+
+def test_precisions_are_trained_on_predicted_and_reported(trained: dict) -> None:
+    hase = trained["hase"]
+    store = hase.warehouse()
+    cases = store.query("SELECT * FROM evaluation_cases WHERE architecture = 'resnet18'")
+    assert sorted(cases["precision"].unique()) == ["fp16", "fp32", "int8"]
+    predictions = store.query("SELECT variant_id, precision FROM latency_predictions")
+    assert set(predictions.loc[predictions["variant_id"] == "resnet18_i64_b1_int8", "precision"]) == {"int8"}
+    # The int8 kernels were timed and trained on, with precision among the regressor's features.
+    kernels = store.query("SELECT precision, count(*) AS n FROM kernel_benchmarks GROUP BY 1").set_index("precision")
+    assert kernels.loc["int8", "n"] > 20
+    predictor = Predictor.load(predictor_path(hase.paths().root, "cpu"))
+    assert {"elem_bytes", "precision_int8", "precision_fp16"} <= set(predictor.regressor.numeric_columns)
+    assert "com.microsoft.QLinearConv" in predictor.regressor.ops or ".QLinearConv" in predictor.regressor.ops
+    report = (hase.paths().root / "reports" / "cpu" / "evaluation.md").read_text()
+    assert "## By precision" in report and "## Precision speed-ups" in report
+    speedups = trained["result"].asset_materializations_for_node("evaluation_report")[0].metadata
+    table = speedups["precision_speedups"].value
+    # fp16 and int8 of resnet18, in the three settings, at both stress levels.
+    assert table.count("resnet18_i64_b1_int8") == 3 * 2 and table.count("resnet18_i64_b1_fp16") == 3 * 2
 
 
 def test_the_evaluation_plot_fits_the_ui_metadata_dialog(trained: dict) -> None:

@@ -7,13 +7,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
-from hase_dagster.core.config import EpName
 from hase_dagster.core.errors import ModelLoadError
+
+if TYPE_CHECKING:  # detect_precision runs in a bundle's prediction, which reads no config
+    from hase_dagster.core.config import EpName
 
 PRECISIONS = ("fp32", "fp16", "int8")
 # ORT kernels that compute on 8-bit integers (ONNX and com.microsoft domains).

@@ -40,9 +40,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.analysis.precision import detect_precision
 from hase_dagster.core.documents import load_versioned_json
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
+from hase_dagster.core.onnx_structure import load_structure
 from hase_dagster.core.paths import SHIPPED_BUNDLES, DataPaths
 from hase_dagster.learn.estimators import Boosted, dumps
 from hase_dagster.learn.predict import ModelPrediction, predict_model_under
@@ -244,12 +246,19 @@ class Bundle:
         summary = self.summary()
         out: list[ModelPrediction] = []
         for path in model_files(models):
+            precision = detect_precision(load_structure(path))
             for batch in batches:
                 kernels, coverage = self.kernels(path, batch)
                 for prediction in predict_model_under(path.name, kernels, regressor, composition, resolved, batch):
                     prediction.predictor = summary
                     prediction.kernel_source = "static"
                     prediction.detection_coverage = coverage
+                    prediction.precision = precision
+                    trained_on = str(self.document["precision"])
+                    if precision not in trained_on.split(","):
+                        prediction.warnings.append(
+                            f"{path.name} is {precision}; bundle {self.name} was trained on {trained_on} models"
+                        )
                     if coverage.get("uncovered_ops"):
                         prediction.warnings.append(
                             f"static detection: no fusion rule covers {coverage['uncovered_ops']} op(s) "

@@ -34,6 +34,8 @@ class Evaluation:
     summary: pd.DataFrame  # one row per (setting, stress level) and overall
     worst: pd.DataFrame
     markdown: str
+    # One row per fp16/int8 variant, setting and stress level: measured and predicted speed-up over fp32.
+    speedups: pd.DataFrame | None = None
 
 
 def _kernel_errors(store: Warehouse, ep: str, variant: str, level: float, prediction: Any, top: int = 3) -> str:
@@ -134,6 +136,7 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
                     "variant_id": variant,
                     "architecture": row["architecture"],
                     "family": row["family"],
+                    "precision": row["precision"],
                     "input_size": int(row["input_size"]),
                     "batch_size": int(row["batch_size"]),
                     "stress_level": level,
@@ -164,10 +167,76 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
     ]
     summaries = {
         by: _summary(cases, by)
-        for by in ("stress_level", "batch_size", "batch_and_stress", "size", "family", "architecture", "input_size")
+        for by in (
+            "stress_level",
+            "batch_size",
+            "batch_and_stress",
+            "size",
+            "family",
+            "architecture",
+            "input_size",
+            "precision",
+        )
     }
+    speedups = precision_speedups(cases, models)
     memory = evaluate_memory(store, ep, kernels).markdown
-    return Evaluation(cases, summaries["stress_level"], worst, _markdown(ep, cases, summaries, worst) + "\n\n" + memory)
+    markdown = _markdown(ep, cases, summaries, worst) + "\n\n" + _speedup_markdown(speedups) + "\n\n" + memory
+    return Evaluation(cases, summaries["stress_level"], worst, markdown, speedups)
+
+
+def precision_speedups(cases: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Per fp16/int8 variant, setting and stress level: its speed-up over its fp32 variant, measured
+    (fp32 mean / its mean) and predicted (the same of the predictions in that setting), with its top-1
+    agreement with fp32 on random inputs; empty where no variant has another precision.
+
+    Args:
+        cases: the evaluation's cases (``setting``, ``variant_id``, ``stress_level``, means).
+        models: :func:`~hase_dagster.learn.training.measured_models` rows (``base_variant_id``,
+            ``top1_agreement``).
+    """
+    columns = [
+        "setting", "architecture", "precision", "batch_size", "stress_level", "variant_id",
+        "measured_speedup", "predicted_speedup", "speedup_error_pct", "top1_agreement",
+    ]  # fmt: skip
+    if "precision" not in cases or not (cases["precision"] != "fp32").any():
+        return pd.DataFrame(columns=columns)
+    info = models.drop_duplicates("variant_id").set_index("variant_id")
+    keyed = cases.set_index(["setting", "variant_id", "stress_level"])
+    rows = []
+    for case in cases[cases["precision"] != "fp32"].to_dict("records"):
+        base = (case["setting"], info.loc[case["variant_id"], "base_variant_id"], case["stress_level"])
+        if base not in keyed.index:
+            continue
+        fp32 = keyed.loc[base]
+        measured = float(fp32["measured_mean_ms"]) / float(case["measured_mean_ms"])
+        predicted = float(fp32["predicted_mean_ms"]) / float(case["predicted_mean_ms"])
+        agreement = info.loc[case["variant_id"], "top1_agreement"]
+        rows.append(
+            {
+                "setting": case["setting"],
+                "architecture": case["architecture"],
+                "precision": case["precision"],
+                "batch_size": case["batch_size"],
+                "stress_level": case["stress_level"],
+                "variant_id": case["variant_id"],
+                "measured_speedup": measured,
+                "predicted_speedup": predicted,
+                "speedup_error_pct": (predicted / measured - 1) * 100,
+                "top1_agreement": float(agreement) if pd.notna(agreement) else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _speedup_markdown(speedups: pd.DataFrame | None) -> str:
+    if speedups is None or speedups.empty:
+        return "## Precision speed-ups\n\n_no fp16 or int8 variant measured_"
+    return (
+        "## Precision speed-ups\n\nPer fp16/int8 variant: its fp32 variant's mean latency over its own, measured and "
+        "predicted in the same setting at the same stress level (above 1: faster than fp32), and its top-1 "
+        "agreement with fp32 on random inputs (argmax of the output over 8 random batches; rows tied for the "
+        "top left out).\n\n" + speedups.round(3).to_markdown(index=False)
+    )
 
 
 def error_measures(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
