@@ -165,3 +165,43 @@ def test_speedups_pair_each_variant_with_its_fp32_one_in_the_same_setting_and_lo
     assert speedups.loc[0.5, "measured_speedup"] == 2.5 and speedups.loc[0.5, "speedup_error_pct"] == pytest.approx(-20)
     assert (speedups["top1_agreement"] == 0.75).all()
     assert precision_speedups(cases[cases["precision"] == "fp32"], models).empty
+
+
+def _rows(architecture: str, precisions: str, dtype: str, count: int, rng: np.random.Generator) -> pd.DataFrame:
+    records = []
+    for _ in range(count):
+        channels = int(rng.integers(4, 64))
+        kernel = _conv(dtype) | {"flops": channels * 1000, "input_bytes": channels * 64, "output_bytes": channels * 64}
+        kernel["inputs"][0]["shape"] = [1, channels, 16, 16]
+        records.append(
+            kernel
+            | {
+                "architecture": architecture,
+                "model_precisions": precisions,
+                "median_ms": channels * 0.01 * (0.5 if dtype == "uint8" else 1.0),
+                "stress_level": 0.0,
+                "batch_size": 1,
+                "bg_HOST_CPU_UTIL": 10.0,
+            }
+        )
+    return pd.DataFrame(records)
+
+
+def test_leaving_an_architecture_out_scores_only_precisions_another_one_has() -> None:
+    """The only int8 model's kernels are not scored when its architecture is left out (its precision
+    leaves with it); once another architecture has int8 variants they are."""
+    from hase_dagster.learn.features import feature_frame
+    from hase_dagster.learn.regressor import _held_out_architectures
+
+    rng = np.random.default_rng(0)
+    parts = [_rows(a, "fp32", "float", 25, rng) for a in ("a", "b", "c")] + [_rows("a", "int8", "uint8", 10, rng)]
+    rows = pd.concat(parts, ignore_index=True)
+    frame = feature_frame(rows, rows, ["HOST_CPU_UTIL"])
+    alone = _held_out_architectures("flops_baseline", frame, rows, "cpu", ["HOST_CPU_UTIL"])
+    assert alone["a"]["rows"] == 25 and alone["a"]["unseen_precision_rows"] == 10
+    assert "unseen_precision_rows" not in alone["b"] and alone["overall"]["rows"] == 75
+
+    shared = pd.concat([rows, _rows("b", "int8", "uint8", 10, rng)], ignore_index=True)
+    frame = feature_frame(shared, shared, ["HOST_CPU_UTIL"])
+    both = _held_out_architectures("flops_baseline", frame, shared, "cpu", ["HOST_CPU_UTIL"])
+    assert both["a"]["rows"] == 35 and "unseen_precision_rows" not in both["a"]
