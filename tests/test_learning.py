@@ -111,6 +111,13 @@ def test_precisions_are_trained_on_predicted_and_reported(trained: dict) -> None
     assert "com.microsoft.QLinearConv" in predictor.regressor.ops or ".QLinearConv" in predictor.regressor.ops
     report = (hase.paths().root / "reports" / "cpu" / "evaluation.md").read_text()
     assert "## By precision" in report and "## Precision speed-ups" in report
+    from hase_dagster.learn.evaluation import kernel_precisions_of_variants
+
+    placed = kernel_precisions_of_variants(store, "cpu").set_index(["variant_id", "kernel_precision"])
+    # Every int8 convolution runs in INT8 on the CPU EP; the fp16 model's convolutions run in fp32.
+    int8 = placed.loc[("resnet18_i64_b1_int8", "int8")]
+    assert "QLinearConv" in int8["ops"] and int8["provider"] == "CPUExecutionProvider" and int8["idle_ms"] > 0
+    assert "FusedConv" in placed.loc[("resnet18_i64_b1_fp16", "fp32"), "ops"]
     speedups = trained["result"].asset_materializations_for_node("evaluation_report")[0].metadata
     table = speedups["precision_speedups"].value
     # fp16 and int8 of resnet18, in the three settings, at both stress levels.
@@ -190,6 +197,23 @@ def test_predict_a_model_outside_the_zoo(
     assert len(document["kernels"]) == coverage["kernels"] == coverage["covered"] + coverage["fallback"]
     assert any("families without a trained regressor" in w for w in document["warnings"])
     assert sum(k["fallback"] for k in document["kernels"]) == coverage["fallback"]
+
+
+def test_predict_an_int8_file_at_its_own_precision(
+    trained: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hase_dagster.analysis.precision import int8_variant
+
+    monkeypatch.setenv("HASE_DATA_DIR", trained["hase"].data_directory)
+    model = export_variant(ModelVariant(ZooModel(name="resnet18"), 64, 1), tmp_path, 17).path
+    quantized = int8_variant(model, tmp_path / "resnet18_q.onnx")
+    assert main(["predict", str(model), str(quantized), "--batch-size", "1", "--load", "idle", "--json"]) == 0
+    fp32, int8 = json.loads(capsys.readouterr().out)["predictions"]
+    assert (fp32["precision"], int8["precision"]) == ("fp32", "int8")
+    # The int8 file is analysed as ORT runs it: its convolutions are the QLinearConv kernels trained on.
+    families = [k["family"] for k in int8["kernels"]]
+    assert families.count("QLinearConv") == 20 and "QLinearConv" not in {k["family"] for k in fp32["kernels"]}
+    assert int8["predicted_ms"] > 0 and int8["predicted_ms"] != fp32["predicted_ms"]
 
 
 def test_unbenchmarked_batch_and_load_errors(trained: dict, tmp_path: Path) -> None:

@@ -677,6 +677,17 @@ def local_provenance(ep: str) -> dict[str, Any]:
     return info
 
 
+def trained_precisions(store: Warehouse, ep: str) -> str:
+    """The precisions of the models whose kernels ``store`` holds for ``ep`` (held-out ones left out),
+    comma-separated in the order fp32, fp16, int8 (``fp32`` for tables from before precisions)."""
+    found = store.query(
+        """SELECT DISTINCT coalesce(f.precision, 'fp32') AS precision FROM kernels k JOIN model_files f
+           USING (variant_id) WHERE k.ep = ? AND NOT f.held_out""",
+        [ep],
+    )["precision"]
+    return ",".join(p for p in ("fp32", "fp16", "int8") if p in set(found)) or "fp32"
+
+
 def export_bundle(
     store: Warehouse,
     ep: str,
@@ -728,7 +739,7 @@ def export_bundle(
         device or str(extra.get("device") or training["devices"][0]),
         ort_version,
         rules_path,
-        precision=str(extra.get("precision", "fp32")),
+        precision=str(extra.get("precision") or trained_precisions(store, ep)),
         provenance=details,
         evaluation=evaluation_figures(store, ep, predictor),
     )

@@ -180,7 +180,14 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
     }
     speedups = precision_speedups(cases, models)
     memory = evaluate_memory(store, ep, kernels).markdown
-    markdown = _markdown(ep, cases, summaries, worst) + "\n\n" + _speedup_markdown(speedups) + "\n\n" + memory
+    markdown = "\n\n".join(
+        [
+            _markdown(ep, cases, summaries, worst),
+            _speedup_markdown(speedups),
+            _kernel_precision_markdown(store, ep),
+            memory,
+        ]
+    )
     return Evaluation(cases, summaries["stress_level"], worst, markdown, speedups)
 
 
@@ -226,6 +233,37 @@ def precision_speedups(cases: pd.DataFrame, models: pd.DataFrame) -> pd.DataFram
             }
         )
     return pd.DataFrame(rows, columns=columns)
+
+
+def kernel_precisions_of_variants(store: Warehouse, ep: str) -> pd.DataFrame:
+    """Per fp16/int8 variant: its kernels by the precision they compute in (from their element types)
+    and the provider ORT placed them on, with their count and their time measured alone at idle (sum of
+    medians, where measured): which kernels really run in INT8 or FP16 and which fall back to fp32 or
+    to another provider."""
+    return store.query(
+        """SELECT k.variant_id, f.precision AS model_precision, coalesce(k.precision, 'fp32') AS kernel_precision,
+                  coalesce(n.provider, '') AS provider, count(*) AS kernels,
+                  string_agg(DISTINCT k.op_type, ', ' ORDER BY k.op_type) AS ops, sum(b.median_ms) AS idle_ms
+           FROM kernels k JOIN model_files f USING (variant_id)
+           LEFT JOIN optimized_nodes n ON n.variant_id = k.variant_id AND n.ep = k.ep AND n.node_name = k.node_name
+           LEFT JOIN kernel_benchmarks b ON b.instance_id = k.instance_id AND b.ep = k.ep
+                 AND b.batch_size = k.batch_size AND b.stress_level = 0 AND b.status = 'ok'
+           WHERE k.ep = ? AND coalesce(f.precision, 'fp32') <> 'fp32'
+           GROUP BY ALL ORDER BY 1, 3, 4""",
+        [ep],
+    )
+
+
+def _kernel_precision_markdown(store: Warehouse, ep: str) -> str:
+    frame = kernel_precisions_of_variants(store, ep)
+    if frame.empty:
+        return "## Kernels of the fp16 and int8 variants\n\n_no fp16 or int8 variant catalogued_"
+    return (
+        "## Kernels of the fp16 and int8 variants\n\nWhat each variant's kernels compute in (int8 where an "
+        "input is 8-bit, fp16 where one is float16, else fp32) and the provider ORT placed them on; `idle_ms` "
+        "sums their medians timed alone at idle. On the CPU EP an fp16 model's convolutions run in fp32 "
+        "between Casts.\n\n" + frame.round(3).to_markdown(index=False)
+    )
 
 
 def _speedup_markdown(speedups: pd.DataFrame | None) -> str:
