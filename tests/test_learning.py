@@ -85,9 +85,11 @@ def test_learning_assets_train_predict_and_report(trained: dict) -> None:
     assert (report / "evaluation.png").stat().st_size > 1000
     assert "held_out_architecture" in (report / "evaluation.md").read_text()
     cases = store.query("SELECT * FROM evaluation_cases")
-    # 2 training architectures (each its own family; resnet18 in 3 precisions) x 2 levels x 3 settings,
-    # and 2 never-seen cases; the design-space probe is in none of them (and no family left out is design_space).
-    assert len(cases) == (3 + 1) * 2 * 3 + 2
+    # 2 training architectures (each its own family) x 2 levels x 3 settings, resnet18's fp16 and int8
+    # x 2 levels x 2 settings (trained_on_all, unseen_precision: no other model has them), 2 never-seen cases;
+    # the design-space probe is in none of them (and no family left out is design_space).
+    assert len(cases) == 2 * 2 * 3 + 2 * 2 * 2 + 2
+    assert set(cases.loc[cases["setting"] == "unseen_precision", "precision"]) == {"fp16", "int8"}
     by_family = cases[cases["setting"] == "held_out_family"]
     assert set(by_family["family"]) == {"residual_cnn", "text_transformer"}
     assert set(cases["size"]) <= {"under_2ms", "2ms_and_more"} and cases["size"].notna().all()
@@ -120,8 +122,9 @@ def test_precisions_are_trained_on_predicted_and_reported(trained: dict) -> None
     assert "FusedConv" in placed.loc[("resnet18_i64_b1_fp16", "fp32"), "ops"]
     speedups = trained["result"].asset_materializations_for_node("evaluation_report")[0].metadata
     table = speedups["precision_speedups"].value
-    # fp16 and int8 of resnet18, in the three settings, at both stress levels.
-    assert table.count("resnet18_i64_b1_int8") == 3 * 2 and table.count("resnet18_i64_b1_fp16") == 3 * 2
+    # fp16 and int8 of resnet18, trained on and with their precision unseen, at both stress levels.
+    assert table.count("resnet18_i64_b1_int8") == 2 * 2 and table.count("resnet18_i64_b1_fp16") == 2 * 2
+    assert "unseen_precision" in table
 
 
 def test_the_evaluation_plot_fits_the_ui_metadata_dialog(trained: dict) -> None:

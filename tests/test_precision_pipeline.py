@@ -152,15 +152,24 @@ def test_speedups_pair_each_variant_with_its_fp32_one_in_the_same_setting_and_lo
             ("trained_on_all", "m_b1_int8", "int8", 0.0, 5.0, 6.0),
             ("trained_on_all", "m_b1", "fp32", 0.5, 20.0, 20.0),
             ("trained_on_all", "m_b1_int8", "int8", 0.5, 8.0, 10.0),
-            ("held_out_architecture", "m_b1_int8", "int8", 0.0, 5.0, 4.0),  # its fp32 case is missing
+            ("held_out_family", "m_b1_int8", "int8", 0.0, 5.0, 4.0),  # its fp32 case is missing
+            # An unseen precision is predicted by the held-out architecture's predictor: paired with that fp32 case.
+            ("held_out_architecture", "m_b1", "fp32", 0.0, 10.0, 8.0),
+            ("unseen_precision", "m_b1_int8", "int8", 0.0, 5.0, 8.0),
         ],
         columns=["setting", "variant_id", "precision", "stress_level", "measured_mean_ms", "predicted_mean_ms"],
     ).assign(architecture="m", batch_size=1)
     models = pd.DataFrame(
         {"variant_id": ["m_b1", "m_b1_int8"], "base_variant_id": ["m_b1", "m_b1"], "top1_agreement": [None, 0.75]}
     )
-    speedups = precision_speedups(cases, models).set_index("stress_level")
-    assert len(speedups) == 2 and set(speedups["setting"]) == {"trained_on_all"}
+    speedups = precision_speedups(cases, models)
+    unseen = speedups[speedups["setting"] == "unseen_precision"].iloc[0]
+    assert (unseen["measured_speedup"], unseen["predicted_speedup"]) == (2.0, 1.0)
+    speedups = speedups[speedups["setting"] == "trained_on_all"].set_index("stress_level")
+    assert len(speedups) == 2 and set(precision_speedups(cases, models)["setting"]) == {
+        "trained_on_all",
+        "unseen_precision",
+    }
     assert speedups.loc[0.0, "measured_speedup"] == 2.0 and speedups.loc[0.0, "predicted_speedup"] == 1.5
     assert speedups.loc[0.5, "measured_speedup"] == 2.5 and speedups.loc[0.5, "speedup_error_pct"] == pytest.approx(-20)
     assert (speedups["top1_agreement"] == 0.75).all()

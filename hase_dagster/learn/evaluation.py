@@ -2,7 +2,9 @@
 
 Four settings: ``trained_on_all`` (the predictor that ships, which has seen every training model),
 ``held_out_architecture`` (for each training architecture, a predictor trained without any kernel
-instance or measurement of it), ``held_out_family`` (the same without its whole family) and
+instance or measurement of it), ``held_out_family`` (the same without its whole family),
+``unseen_precision`` (an fp16/int8 variant whose precision no other training architecture has,
+predicted by its architecture's held-out predictor: no kernel of that precision seen) and
 ``never_seen`` (the profile's held-out models, which no predictor trained on: the honest figure for
 a new model). Design-space probes (family ``design_space``) are training samples: every predictor
 trains on them and none is a test case. Baselines on the same cases:
@@ -96,6 +98,10 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
         else {}
     )
     idle_sums = _idle_kernel_sums(store, ep)
+
+    def precisions_of_others(architecture: str) -> set[str]:
+        return set(trained.loc[trained["architecture"] != architecture, "precision"])
+
     flops = {v: float(sum(k.flops for k in ks)) for v, ks in kernels.items()}
     rows = []
     predictions = {}
@@ -117,7 +123,11 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
             if row["held_out"]
             else [("trained_on_all", shipped), ("held_out_architecture", by_architecture[row["architecture"]])]
         )
-        if not row["held_out"] and row["family"] in by_family:
+        if row["precision"] not in precisions_of_others(row["architecture"]) and not row["held_out"]:
+            # Left out with its architecture, its precision is left out too: another question than a
+            # new architecture (kernels of a precision never seen), reported apart.
+            settings = [("trained_on_all", shipped), ("unseen_precision", by_architecture[row["architecture"]])]
+        elif not row["held_out"] and row["family"] in by_family:
             settings.append(("held_out_family", by_family[row["family"]]))
         for setting, predictor in settings:
             prediction = predict_model(
@@ -211,7 +221,9 @@ def precision_speedups(cases: pd.DataFrame, models: pd.DataFrame) -> pd.DataFram
     keyed = cases.set_index(["setting", "variant_id", "stress_level"])
     rows = []
     for case in cases[cases["precision"] != "fp32"].to_dict("records"):
-        base = (case["setting"], info.loc[case["variant_id"], "base_variant_id"], case["stress_level"])
+        # An unseen precision's predictor is its architecture's held-out one: compare with that fp32 case.
+        setting = "held_out_architecture" if case["setting"] == "unseen_precision" else case["setting"]
+        base = (setting, info.loc[case["variant_id"], "base_variant_id"], case["stress_level"])
         if base not in keyed.index:
             continue
         fp32 = keyed.loc[base]
@@ -353,7 +365,9 @@ def _markdown(ep: str, cases: pd.DataFrame, summaries: dict[str, pd.DataFrame], 
         "Settings: `trained_on_all` is the predictor that ships, evaluated on the models it was trained on; "
         "`held_out_architecture` predicts each training architecture with a predictor trained without it; "
         "`held_out_family` predicts each one with a predictor trained without its whole family (residual CNN, "
-        "mobile, dense/concat, vision transformer, text transformer, random NAS); `never_seen` predicts the "
+        "mobile, dense/concat, vision transformer, text transformer, random NAS); `unseen_precision` predicts "
+        "an fp16/int8 variant whose precision no other training architecture has with its architecture's "
+        "held-out predictor, which saw no kernel of that precision; `never_seen` predicts the "
         "profile's held-out models, which no predictor ever trained on. Design-space probes (family "
         "`design_space`, carriers of sampled kernels) are in every predictor's training and no test case. "
         "Error measures: MAPE, the 50th and "
