@@ -19,7 +19,7 @@ from hase_dagster.analysis.catalog import load_catalog
 from hase_dagster.analysis.kernel_models import inputs_path
 from hase_dagster.analysis.model_dag import build_dag, save_dag
 from hase_dagster.analysis.parallel import map_variants
-from hase_dagster.analysis.zoo import export_variant, variants
+from hase_dagster.analysis.zoo import export_precision_variant, export_variant, variants
 from resources.hase import HaseResource
 
 GROUP = "analysis"
@@ -45,37 +45,54 @@ def _variant_files(hase: HaseResource, batch_size: int) -> pd.DataFrame:
     group_name=GROUP,
     pool=POOL,
     kinds={"pytorch", "onnx", "duckdb"},
-    description="Every zoo model x input size of the profile, exported to ONNX and run once in ORT.",
+    description="Every zoo model x input size x precision of the profile, exported to ONNX (fp16 and int8 "
+    "made from the fp32 file, with their top-1 agreement with it) and run once in ORT.",
 )
 def onnx_models(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
     batch_size = batch_size_of(context)
     profile = hase.profile()
     paths = hase.paths()
-    rows = []
+    ep = profile.execution_provider
     zoo = variants(profile, batch_size)
-    export = functools.partial(export_variant, out_dir=paths.models, opset=profile.opset, ep=profile.execution_provider)
-    for variant, exported in zip(zoo, map_variants(export, zoo, profile.analysis_workers)):
-        context.log.info(f"exported {exported.variant_id}: {exported.size_bytes / 1e6:.1f} MB")
+    fp32 = [v for v in zoo if v.precision == "fp32"]
+    export = functools.partial(export_variant, out_dir=paths.models, opset=profile.opset, ep=ep)
+    exported = {v.variant_id: m for v, m in zip(fp32, map_variants(export, fp32, profile.analysis_workers))}
+    # fp16 and int8 variants are made from the fp32 files just written.
+    lower = [(v, exported[v.fp32.variant_id].path) for v in zoo if v.precision != "fp32"]
+    convert = functools.partial(export_precision_variant, out_dir=paths.models, ep=ep)
+    exported |= {m.variant_id: m for m in map_variants(convert, lower, profile.analysis_workers)}
+    rows = []
+    for variant in zoo:
+        model = exported[variant.variant_id]
+        agreement = model.agreement.get("top1_agreement")
+        context.log.info(
+            f"exported {model.variant_id}: {model.size_bytes / 1e6:.1f} MB"
+            + (f", top-1 agreement with fp32 {agreement}" if variant.precision != "fp32" else "")
+        )
         rows.append(
             {
-                "variant_id": exported.variant_id,
-                "model_name": exported.model_name,
-                "input_size": exported.input_size,
+                "variant_id": model.variant_id,
+                "model_name": model.model_name,
+                "input_size": model.input_size,
                 "batch_size": batch_size,
-                "path": str(exported.path),
-                "size_bytes": exported.size_bytes,
-                "opset": exported.opset,
-                "inputs_json": json.dumps(exported.inputs),
-                "outputs_json": json.dumps(exported.outputs),
+                "path": str(model.path),
+                "size_bytes": model.size_bytes,
+                "opset": model.opset,
+                "inputs_json": json.dumps(model.inputs),
+                "outputs_json": json.dumps(model.outputs),
                 "run_id": context.run_id,
                 "created_at": datetime.now(UTC).replace(tzinfo=None),
                 "held_out": variant.model.held_out,
                 "family": variant.model.family_name,
+                "precision": variant.precision,
+                "base_variant_id": variant.fp32.variant_id,
+                "top1_agreement": agreement,
+                "top1_rows": model.agreement.get("top1_rows"),
             }
         )
     frame = pd.DataFrame(rows)
     hase.warehouse().replace_partition("model_files", {"batch_size": batch_size}, frame)
-    summary = frame[["variant_id", "size_bytes", "opset", "inputs_json", "outputs_json"]]
+    summary = frame[["variant_id", "precision", "size_bytes", "top1_agreement", "inputs_json", "outputs_json"]]
     return dg.MaterializeResult(
         metadata={"profile": profile.name, "models": len(frame), "files": _markdown_table(summary)}
     )
@@ -148,6 +165,7 @@ def kernel_catalog(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.
     rows = []
     families: Counter[str] = Counter()
     unmapped: dict[str, list[str]] = {}
+    unfingerprinted: dict[str, int] = {}
     zoo = {v.variant_id: v for v in variants(profile, batch_size)}
     tasks = [
         CatalogTask(
@@ -155,7 +173,10 @@ def kernel_catalog(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.
             Path(source),
             paths.optimized(ep) / f"{variant_id}.json",
             paths.catalogs(ep) / f"{variant_id}.json",
-            twin=zoo.get(variant_id) if batch_size > 1 else None,
+            # fp16/int8 variants are fingerprinted themselves: a batch-1 twin would be an fp32 export.
+            twin=zoo[variant_id]
+            if batch_size > 1 and variant_id in zoo and zoo[variant_id].precision == "fp32"
+            else None,
         )
         for variant_id, source in _variant_files(hase, batch_size).itertuples(index=False)
     ]
@@ -166,7 +187,12 @@ def kernel_catalog(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.
         variant_id = task.variant_id
         context.log.info(f"{variant_id}: fusion map {origin}")
         if document["unmapped_original_ops"]:
-            unmapped[variant_id] = document["unmapped_original_ops"]
+            # Fingerprints compare float32 values: an fp16 or int8 variant's tensors (float16, uint8)
+            # never match, so its kernels keep ORT's op names (QLinearConv...) and the check covers fp32.
+            if variant_id in zoo and zoo[variant_id].precision != "fp32":
+                unfingerprinted[variant_id] = len(document["unmapped_original_ops"])
+            else:
+                unmapped[variant_id] = document["unmapped_original_ops"]
         for kernel in kernels:
             families[kernel.family] += 1
             entry = kernel.to_dict()
@@ -179,6 +205,7 @@ def kernel_catalog(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.
                     "node_name": kernel.node_name,
                     "family": kernel.family,
                     "instance_id": kernel.instance_id,
+                    "precision": kernel.precision,
                     "op_type": kernel.op_type,
                     "domain": kernel.domain,
                     "absorbed_ops_json": json.dumps(kernel.absorbed_ops),
@@ -204,6 +231,10 @@ def kernel_catalog(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.
             "families": len(families),
             "instances": int(frame["instance_id"].nunique()) if len(frame) else 0,
             "family_counts": _markdown_table(family_table),
+            "kernels_per_precision": _markdown_table(
+                frame.groupby("precision").size().reset_index(name="kernels") if len(frame) else frame
+            ),
+            "unfingerprinted_precision_variants": dg.MetadataValue.json(unfingerprinted),
         },
         check_results=[
             dg.AssetCheckResult(

@@ -94,7 +94,10 @@ def latency_predictions(
         loads["prometheus"] = prometheus.current_load(predictor.regressor.load_fields)
     except HaseError as exc:
         context.log.warning(f"no current-load prediction: {exc}")
-    batch_of = store.query("SELECT variant_id, batch_size FROM model_files").set_index("variant_id")["batch_size"]
+    files = store.query(
+        "SELECT variant_id, batch_size, coalesce(precision, 'fp32') AS precision FROM model_files"
+    ).set_index("variant_id")
+    batch_of, precision_of = files["batch_size"], files["precision"]
     rows = []
     now = datetime.now(UTC).replace(tzinfo=None)
     for variant, kernels in kernels_by_variant(store, ep).items():
@@ -108,6 +111,7 @@ def latency_predictions(
                     "variant_id": variant,
                     "ep": ep,
                     "batch_size": batch or 0,
+                    "precision": str(precision_of.get(variant, "fp32")),
                     "load_source": source,
                     "load_util": load[predictor.regressor.load_fields[0]],
                     "predicted_ms": prediction.predicted_ms,
@@ -124,7 +128,16 @@ def latency_predictions(
     frame = pd.DataFrame(rows)
     store.replace_partition("latency_predictions", {"ep": ep}, frame)
     shown = frame[
-        ["variant_id", "load_source", "load_util", "predicted_ms", "p90_ms", "critical_path_ms", "fallback_kernels"]
+        [
+            "variant_id",
+            "precision",
+            "load_source",
+            "load_util",
+            "predicted_ms",
+            "p90_ms",
+            "critical_path_ms",
+            "fallback_kernels",
+        ]
     ]
     return dg.MaterializeResult(
         metadata={
@@ -170,6 +183,11 @@ def evaluation_report(context: dg.AssetExecutionContext, hase: HaseResource) -> 
                 for setting, value in overall["mean_mape_pct"].items()
             },
             "summary": dg.MetadataValue.md(result.summary.round(2).to_markdown(index=False)),
+            "precision_speedups": dg.MetadataValue.md(
+                result.speedups.round(3).to_markdown(index=False)
+                if result.speedups is not None and len(result.speedups)
+                else "_no fp16 or int8 variant measured_"
+            ),
             "scatter": dg.MetadataValue.md(f"![predicted vs measured](data:image/png;base64,{encoded})"),
         }
     )

@@ -108,7 +108,8 @@ def kernel_benchmarks(
                   any_value(k.outputs_json) AS outputs_json, any_value(k.attributes_json) AS attributes_json,
                   any_value(k.flops) AS flops, any_value(k.input_bytes) AS input_bytes,
                   any_value(k.output_bytes) AS output_bytes, any_value(k.weight_bytes) AS weight_bytes,
-                  any_value(k.op_type) AS op_type, any_value(k.domain) AS domain
+                  any_value(k.op_type) AS op_type, any_value(k.domain) AS domain,
+                  coalesce(any_value(k.precision), 'fp32') AS precision
            FROM kernel_models m JOIN kernels k USING (instance_id, ep, batch_size) JOIN model_files f USING (variant_id)
            WHERE m.batch_size = ? AND m.ep = ? GROUP BY ALL
            HAVING ? = 0 OR bool_or(NOT f.held_out) ORDER BY m.family, m.instance_id""",
@@ -150,14 +151,21 @@ def model_benchmarks(
 ) -> dg.MaterializeResult:
     _, batch = stress_and_batch_of(context)
     models = hase.warehouse().query(
-        "SELECT variant_id, model_name, input_size, path FROM model_files WHERE batch_size = ? ORDER BY variant_id",
+        """SELECT variant_id, model_name, input_size, coalesce(precision, 'fp32') AS precision, path
+           FROM model_files WHERE batch_size = ? ORDER BY variant_id""",
         [batch],
     )
     if models.empty:
         raise dg.Failure(f"no ONNX models for batch size {batch}: materialize onnx_models first")
     targets = [
         BenchmarkTarget(
-            Path(row.path), {"variant_id": row.variant_id, "model_name": row.model_name, "input_size": row.input_size}
+            Path(row.path),
+            {
+                "variant_id": row.variant_id,
+                "model_name": row.model_name,
+                "input_size": row.input_size,
+                "precision": row.precision,
+            },
         )
         for row in models.itertuples()
     ]
@@ -167,7 +175,7 @@ def model_benchmarks(
     )
     metadata = {**_summary(frame, "variant_id"), **speed}
     metadata["latency"] = dg.MetadataValue.md(
-        frame[["variant_id", "mean_ms", "median_ms", "p90_ms", "n"]].to_markdown(index=False)
+        frame[["variant_id", "precision", "mean_ms", "median_ms", "p90_ms", "n"]].to_markdown(index=False)
     )
     return dg.MaterializeResult(metadata=metadata)
 

@@ -28,7 +28,12 @@ from resources.hase import HaseResource
 def fusion_rules(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
     ep = hase.profile().execution_provider
     paths = hase.paths()
-    files = hase.warehouse().query("SELECT DISTINCT variant_id, path FROM model_files ORDER BY variant_id")
+    # Rules are learned from fingerprinted catalogs: fp16 and int8 variants are not fingerprinted (their
+    # tensors are not float32), so their kernels absorb nothing a rule could learn from.
+    files = hase.warehouse().query(
+        """SELECT DISTINCT variant_id, path FROM model_files WHERE coalesce(precision, 'fp32') = 'fp32'
+           ORDER BY variant_id"""
+    )
     cases = []
     for variant_id, path in files.itertuples(index=False):
         catalog = paths.catalogs(ep) / f"{variant_id}.json"

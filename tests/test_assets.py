@@ -4,6 +4,7 @@ import json
 from pathlib import Path
 
 import dagster as dg
+import pandas as pd
 import pytest
 import yaml
 
@@ -99,3 +100,55 @@ def test_batch_size_zero_partition_is_refused(hase: HaseResource) -> None:
     with pytest.raises(Exception, match="positive integer"):
         _materialize(hase, "0", instance)
     assert not hase.paths().database.exists() or Warehouse(hase.paths().database).count("model_files") == 0
+
+
+def test_precision_variants_are_exported_catalogued_and_extracted(test_config: Path, tmp_path: Path) -> None:
+    document = yaml.safe_load(test_config.read_text())
+    document["profiles"]["tiny"]["models"][0] |= {"precisions": ["fp32", "fp16", "int8"], "precision_batch_sizes": [1]}
+    test_config.write_text(yaml.safe_dump(document))
+    hase = HaseResource(config_path=str(test_config), data_directory=str(tmp_path / "data"))
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("batch_size", ["1", "2"])
+
+    result = _materialize(hase, "1", instance)
+
+    assert result.success
+    store = Warehouse(hase.paths().database)
+    files = store.query("SELECT * FROM model_files ORDER BY variant_id").set_index("variant_id")
+    # fp32 ids are those of tables written before precisions existed.
+    assert files["precision"].to_dict() == {
+        "resnet18_i64_b1": "fp32",
+        "resnet18_i64_b1_fp16": "fp16",
+        "resnet18_i64_b1_int8": "int8",
+        "transformer_encoder_s16_b1": "fp32",
+    }
+    assert set(files.loc[["resnet18_i64_b1_fp16", "resnet18_i64_b1_int8"], "base_variant_id"]) == {"resnet18_i64_b1"}
+    assert files["top1_agreement"].notna().sum() == 2 and pd.isna(files.loc["resnet18_i64_b1", "top1_agreement"])
+    # Weights in half and a quarter of the bytes.
+    assert files.loc["resnet18_i64_b1_fp16", "size_bytes"] < 0.6 * files.loc["resnet18_i64_b1", "size_bytes"]
+    assert files.loc["resnet18_i64_b1_int8", "size_bytes"] < 0.35 * files.loc["resnet18_i64_b1", "size_bytes"]
+    kernels = store.query("SELECT variant_id, op_type, precision, flops, instance_id FROM kernels")
+    int8 = kernels[kernels["variant_id"] == "resnet18_i64_b1_int8"]
+    convs = int8[int8["op_type"] == "QLinearConv"]
+    # The CPU EP runs every convolution of the int8 resnet18 in INT8, with its FLOPs counted.
+    assert len(convs) == 20 and set(convs["precision"]) == {"int8"} and (convs["flops"] > 0).all()
+    fp32 = kernels[kernels["variant_id"] == "resnet18_i64_b1"]
+    assert set(fp32["precision"]) == {"fp32"}
+    # No fp32 kernel instance is shared with the int8 model: element types are part of the instance.
+    assert not set(convs["instance_id"]) & set(fp32["instance_id"])
+    extracted = store.query(
+        "SELECT k.path FROM kernel_models k WHERE instance_id IN (SELECT unnest(?))", [list(convs["instance_id"])]
+    )
+    assert len(extracted) == convs["instance_id"].nunique() and all(Path(p).exists() for p in extracted["path"])
+    # The mapping check covers the fp32 variants; the others are listed as not fingerprinted.
+    assert [(c.check_name, c.passed) for c in result.get_asset_check_evaluations()] == [
+        ("every_original_op_mapped", True)
+    ]
+    materialization = result.asset_materializations_for_node("kernel_catalog")[0]
+    assert set(materialization.metadata["unfingerprinted_precision_variants"].value) <= {
+        "resnet18_i64_b1_fp16",
+        "resnet18_i64_b1_int8",
+    }
+    # precision_batch_sizes keeps batch 2 in fp32.
+    assert _materialize(hase, "2", instance).success
+    assert set(store.query("SELECT precision FROM model_files WHERE batch_size = 2")["precision"]) == {"fp32"}

@@ -38,6 +38,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict:
     document["profiles"]["tiny"]["models"].append({"name": "squeezenet1_1", "held_out": True})
     # A design-space probe (a 7x7 depthwise cell): its kernels train, it is never a test case.
     document["profiles"]["tiny"]["models"].append({"name": "dsp_s12", "kind": "design_probe", "seed": 12})
+    # resnet18 also in fp16 and int8 (issue 15 C): trained on with the fp32 models, evaluated per precision.
+    document["profiles"]["tiny"]["models"][0]["precisions"] = ["fp32", "fp16", "int8"]
     config.write_text(yaml.safe_dump(document))
     hase = HaseResource(config_path=str(config), data_directory=str(root / "data"))
     resources = {
@@ -77,21 +79,52 @@ def test_learning_assets_train_predict_and_report(trained: dict) -> None:
     predictions = store.query("SELECT * FROM latency_predictions")
     # every variant at both benchmarked loads; Prometheus is unreachable here, so no current-load row
     assert set(predictions["load_source"]) == {"level=0.00", "level=0.50"}
-    assert len(predictions) == 4 * 2 and (predictions["predicted_ms"] > 0).all()
+    assert len(predictions) == 6 * 2 and (predictions["predicted_ms"] > 0).all()
     assert (predictions["p90_ms"] >= predictions["predicted_ms"]).all()
     report = hase.paths().root / "reports" / "cpu"
     assert (report / "evaluation.png").stat().st_size > 1000
     assert "held_out_architecture" in (report / "evaluation.md").read_text()
     cases = store.query("SELECT * FROM evaluation_cases")
-    # 2 training architectures (each its own family) x 2 levels x 3 settings, and 2 never-seen cases;
+    # 2 training architectures (each its own family) x 2 levels x 3 settings, resnet18's fp16 and int8
+    # x 2 levels x 2 settings (trained_on_all, unseen_precision: no other model has them), 2 never-seen cases;
     # the design-space probe is in none of them (and no family left out is design_space).
-    assert len(cases) == 2 * 2 * 3 + 2
+    assert len(cases) == 2 * 2 * 3 + 2 * 2 * 2 + 2
+    assert set(cases.loc[cases["setting"] == "unseen_precision", "precision"]) == {"fp16", "int8"}
     by_family = cases[cases["setting"] == "held_out_family"]
     assert set(by_family["family"]) == {"residual_cnn", "text_transformer"}
     assert set(cases["size"]) <= {"under_2ms", "2ms_and_more"} and cases["size"].notna().all()
     never_seen = cases[cases["setting"] == "never_seen"]
     assert set(never_seen["architecture"]) == {"squeezenet1_1"} and never_seen["idle_kernel_sum_ms"].notna().all()
     assert set(cases.loc[cases["setting"] != "never_seen", "architecture"]) == {"resnet18", "transformer_encoder"}
+
+
+def test_precisions_are_trained_on_predicted_and_reported(trained: dict) -> None:
+    hase = trained["hase"]
+    store = hase.warehouse()
+    cases = store.query("SELECT * FROM evaluation_cases WHERE architecture = 'resnet18'")
+    assert sorted(cases["precision"].unique()) == ["fp16", "fp32", "int8"]
+    predictions = store.query("SELECT variant_id, precision FROM latency_predictions")
+    assert set(predictions.loc[predictions["variant_id"] == "resnet18_i64_b1_int8", "precision"]) == {"int8"}
+    # The int8 kernels were timed and trained on, with precision among the regressor's features.
+    kernels = store.query("SELECT precision, count(*) AS n FROM kernel_benchmarks GROUP BY 1").set_index("precision")
+    assert kernels.loc["int8", "n"] > 20
+    predictor = Predictor.load(predictor_path(hase.paths().root, "cpu"))
+    assert {"elem_bytes", "precision_int8", "precision_fp16"} <= set(predictor.regressor.numeric_columns)
+    assert "com.microsoft.QLinearConv" in predictor.regressor.ops or ".QLinearConv" in predictor.regressor.ops
+    report = (hase.paths().root / "reports" / "cpu" / "evaluation.md").read_text()
+    assert "## By precision" in report and "## Precision speed-ups" in report
+    from hase_dagster.learn.evaluation import kernel_precisions_of_variants
+
+    placed = kernel_precisions_of_variants(store, "cpu").set_index(["variant_id", "kernel_precision"])
+    # Every int8 convolution runs in INT8 on the CPU EP; the fp16 model's convolutions run in fp32.
+    int8 = placed.loc[("resnet18_i64_b1_int8", "int8")]
+    assert "QLinearConv" in int8["ops"] and int8["provider"] == "CPUExecutionProvider" and int8["idle_ms"] > 0
+    assert "FusedConv" in placed.loc[("resnet18_i64_b1_fp16", "fp32"), "ops"]
+    speedups = trained["result"].asset_materializations_for_node("evaluation_report")[0].metadata
+    table = speedups["precision_speedups"].value
+    # fp16 and int8 of resnet18, trained on and with their precision unseen, at both stress levels.
+    assert table.count("resnet18_i64_b1_int8") == 2 * 2 and table.count("resnet18_i64_b1_fp16") == 2 * 2
+    assert "unseen_precision" in table
 
 
 def test_the_evaluation_plot_fits_the_ui_metadata_dialog(trained: dict) -> None:
@@ -167,6 +200,23 @@ def test_predict_a_model_outside_the_zoo(
     assert len(document["kernels"]) == coverage["kernels"] == coverage["covered"] + coverage["fallback"]
     assert any("families without a trained regressor" in w for w in document["warnings"])
     assert sum(k["fallback"] for k in document["kernels"]) == coverage["fallback"]
+
+
+def test_predict_an_int8_file_at_its_own_precision(
+    trained: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hase_dagster.analysis.precision import int8_variant
+
+    monkeypatch.setenv("HASE_DATA_DIR", trained["hase"].data_directory)
+    model = export_variant(ModelVariant(ZooModel(name="resnet18"), 64, 1), tmp_path, 17).path
+    quantized = int8_variant(model, tmp_path / "resnet18_q.onnx")
+    assert main(["predict", str(model), str(quantized), "--batch-size", "1", "--load", "idle", "--json"]) == 0
+    fp32, int8 = json.loads(capsys.readouterr().out)["predictions"]
+    assert (fp32["precision"], int8["precision"]) == ("fp32", "int8")
+    # The int8 file is analysed as ORT runs it: its convolutions are the QLinearConv kernels trained on.
+    families = [k["family"] for k in int8["kernels"]]
+    assert families.count("QLinearConv") == 20 and "QLinearConv" not in {k["family"] for k in fp32["kernels"]}
+    assert int8["predicted_ms"] > 0 and int8["predicted_ms"] != fp32["predicted_ms"]
 
 
 def test_unbenchmarked_batch_and_load_errors(trained: dict, tmp_path: Path) -> None:

@@ -39,4 +39,9 @@ ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS rss_delta_mb DOUBLE;
 ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS gpu_process_delta_mb DOUBLE;
 ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS device_free_delta_mb DOUBLE;
 ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS memory_arena VARCHAR;
+
+-- Issue 15 C: a model's precision (its variant's) and a kernel's (from its inputs' element types);
+-- rows measured before the column existed are fp32.
+ALTER TABLE kernel_benchmarks ADD COLUMN IF NOT EXISTS precision VARCHAR DEFAULT 'fp32';
+ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS precision VARCHAR DEFAULT 'fp32';
 """

@@ -20,6 +20,13 @@ CREATE TABLE IF NOT EXISTS model_files (
 -- Warehouses written before the columns existed.
 ALTER TABLE model_files ADD COLUMN IF NOT EXISTS held_out BOOLEAN DEFAULT FALSE;
 ALTER TABLE model_files ADD COLUMN IF NOT EXISTS family VARCHAR;
+-- Issue 15 C: the variant's precision (fp32, fp16, int8; rows from before are fp32), the fp32 variant
+-- it was made from, and its top-1 agreement with that one on random inputs (NULL for fp32) over
+-- top1_rows rows with a single top class.
+ALTER TABLE model_files ADD COLUMN IF NOT EXISTS precision VARCHAR DEFAULT 'fp32';
+ALTER TABLE model_files ADD COLUMN IF NOT EXISTS base_variant_id VARCHAR;
+ALTER TABLE model_files ADD COLUMN IF NOT EXISTS top1_agreement DOUBLE;
+ALTER TABLE model_files ADD COLUMN IF NOT EXISTS top1_rows INTEGER;
 
 CREATE TABLE IF NOT EXISTS optimized_nodes (
     variant_id         VARCHAR NOT NULL,
@@ -61,6 +68,9 @@ CREATE TABLE IF NOT EXISTS kernels (
     run_id            VARCHAR,
     PRIMARY KEY (variant_id, ep, kernel_order)
 );
+-- What the kernel computes in, from its inputs' element types (int8 where one is 8-bit, fp16 where one
+-- is float16, else fp32): an fp16 model on the CPU EP runs mostly fp32 kernels between Casts.
+ALTER TABLE kernels ADD COLUMN IF NOT EXISTS precision VARCHAR DEFAULT 'fp32';
 
 CREATE TABLE IF NOT EXISTS kernel_models (
     instance_id VARCHAR NOT NULL,
@@ -128,3 +138,5 @@ ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS input_size INTEGER;
 ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS batch_size INTEGER;
 ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS family VARCHAR;
 ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS size VARCHAR;
+ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS precision VARCHAR DEFAULT 'fp32';
+ALTER TABLE latency_predictions ADD COLUMN IF NOT EXISTS precision VARCHAR DEFAULT 'fp32';

@@ -17,6 +17,7 @@ from typing import Any
 from hase_dagster.analysis.costs import bytes_moved, estimate_flops, tensor_bytes
 from hase_dagster.analysis.fusion import FusionMap
 from hase_dagster.analysis.graph import OptimizedGraph, OptimizedNode, TensorInfo
+from hase_dagster.core.dtypes import precision_of
 
 
 @dataclass
@@ -48,8 +49,15 @@ class Kernel:
         return [t for t in self.inputs if t.name not in self.weight_names]
 
     @property
+    def precision(self) -> str:
+        """What the kernel computes in, from its inputs' element types (``core.dtypes.precision_of``).
+        The instance id hashes those types, so an fp16 Conv and an fp32 one are different instances."""
+        return precision_of(t.dtype for t in self.inputs)
+
+    @property
     def instance_id(self) -> str:
-        """Hash of everything that decides the kernel's cost: family, op, attributes, shapes."""
+        """Hash of everything that decides the kernel's cost: family, op, attributes, shapes and
+        element types."""
         signature = {
             "family": self.family,
             "op": f"{self.domain}.{self.op_type}",
@@ -80,6 +88,7 @@ class Kernel:
             "op_type": self.op_type,
             "domain": self.domain,
             "instance_id": self.instance_id,
+            "precision": self.precision,
             "absorbed_ops": self.absorbed_ops,
             "absorbed_op_types": self.absorbed_op_types,
             "attributes": self.attributes,

@@ -48,15 +48,34 @@ def tensor_bytes(tensor: TensorInfo) -> int:
     return tensor.numel * element_bytes(tensor.dtype)
 
 
-def _conv_flops(attributes: dict[str, Any], inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]) -> int:
-    weight = inputs[1].shape
+# Quantized kernels (ORT's QLinear*/integer ops): where the float op's operands sit among their inputs
+# (x, x_scale, x_zero_point, w, ...): the weight (or B) input, and the bias input (-1: none).
+QUANTIZED_OPERANDS: dict[str, tuple[int, int]] = {
+    "QLinearConv": (3, 8),
+    "ConvInteger": (1, -1),
+    "QLinearMatMul": (3, -1),
+    "QGemm": (3, 6),
+    "MatMulIntegerToFloat": (1, 6),
+    "DynamicQuantizeMatMul": (1, 4),
+}
+QUANTIZED_PER_ELEMENT = {"QLinearAdd": 1, "QLinearMul": 1, "QLinearSigmoid": 4, "QLinearLeakyRelu": 2}
+
+
+def _conv_flops(
+    attributes: dict[str, Any],
+    inputs: Sequence[TensorInfo],
+    outputs: Sequence[TensorInfo],
+    weight_index: int = 1,
+    has_bias: bool | None = None,
+) -> int:
+    weight = inputs[weight_index].shape
     out = outputs[0].shape
     channels_in_per_group = weight[1] if len(weight) > 1 else 1  # already divided by groups
     kernel = prod(weight[2:]) if len(weight) > 2 else 1
     flops = 2 * prod(out) * channels_in_per_group * kernel
-    if len(inputs) > 2:
+    if has_bias if has_bias is not None else len(inputs) > 2:
         flops += prod(out)  # bias
-    if len(inputs) > 3:
+    if has_bias is None and len(inputs) > 3:
         flops += prod(out)  # the fused Sum input (Conv + Add)
     activation = attributes.get("activation")
     if activation:
@@ -91,6 +110,21 @@ def estimate_flops(
         return _conv_flops(attributes, inputs, outputs)
     if op_type in {"MatMul", "FusedMatMul", "Gemm", "FusedGemm", "MatMulInteger"}:
         return _matmul_flops(inputs, outputs, attributes)
+    if op_type in QUANTIZED_OPERANDS:
+        weight_index, bias_index = QUANTIZED_OPERANDS[op_type]
+        if len(inputs) <= weight_index:
+            return 0
+        has_bias = 0 <= bias_index < len(inputs) and bool(inputs[bias_index].name)
+        if "Conv" in op_type:
+            return _conv_flops(attributes, inputs, outputs, weight_index, has_bias)
+        flops = _matmul_flops([inputs[0], inputs[weight_index]], outputs, attributes)
+        return flops + (prod(outputs[0].shape) if has_bias else 0)
+    if op_type in QUANTIZED_PER_ELEMENT:
+        return QUANTIZED_PER_ELEMENT[op_type] * out_elems
+    if op_type in {"QLinearAveragePool", "NhwcMaxPool"}:
+        return out_elems * prod(attributes.get("kernel_shape", [1]))
+    if op_type in {"QLinearGlobalAveragePool", "QLinearReduceMean"}:
+        return inputs[0].numel if inputs else out_elems
     if op_type in {"MaxPool", "AveragePool"}:
         return out_elems * prod(attributes.get("kernel_shape", [1]))
     if op_type in {"GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum"}:

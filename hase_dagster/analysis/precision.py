@@ -7,12 +7,15 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 
 from hase_dagster.core.errors import ModelLoadError
+
+if TYPE_CHECKING:  # detect_precision runs in a bundle's prediction, which reads no config
+    from hase_dagster.core.config import EpName
 
 PRECISIONS = ("fp32", "fp16", "int8")
 # ORT kernels that compute on 8-bit integers (ONNX and com.microsoft domains).
@@ -30,6 +33,28 @@ QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinea
 FLOAT_COMPUTE_OPS = frozenset({"Conv", "FusedConv", "NhwcFusedConv", "MatMul", "FusedMatMul", "Gemm", "FusedGemm"})
 
 
+def detect_precision(model: onnx.ModelProto) -> str:
+    """The precision a model file was made in: ``int8`` when it quantizes (QDQ or QLinear/integer
+    nodes), ``fp16`` when float16 weights outnumber float32 ones (by elements), else ``fp32``."""
+    ops = {node.op_type for node in model.graph.node}
+    if ops & (QUANTIZED_OPS | QDQ_OPS):
+        return "int8"
+    elements = {onnx.TensorProto.FLOAT: 0, onnx.TensorProto.FLOAT16: 0}
+    for tensor in model.graph.initializer:
+        if tensor.data_type in elements:
+            elements[tensor.data_type] += int(np.prod(tensor.dims)) if tensor.dims else 1
+    return "fp16" if elements[onnx.TensorProto.FLOAT16] > elements[onnx.TensorProto.FLOAT] else "fp32"
+
+
+def precision_variant(precision: str, source: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
+    """Write ``source`` (an fp32 model) at ``precision``: :func:`fp16_variant` or :func:`int8_variant`."""
+    if precision == "fp16":
+        return fp16_variant(source, out)
+    if precision == "int8":
+        return int8_variant(source, out)
+    raise ValueError(f"no {precision} variant: precisions are {PRECISIONS} and fp32 is the source itself")
+
+
 def fp16_variant(source: str | os.PathLike[str], out: str | os.PathLike[str]) -> Path:
     """Write ``source`` converted to float16 (weights and activations), with fp32 inputs and outputs."""
     from onnxruntime.transformers.float16 import convert_float_to_float16
@@ -39,9 +64,30 @@ def fp16_variant(source: str | os.PathLike[str], out: str | os.PathLike[str]) ->
     except Exception as exc:  # onnx raises DecodeError and others
         raise ModelLoadError(f"{source} is not a readable ONNX model: {exc}") from exc
     converted = convert_float_to_float16(model, keep_io_types=True)
+    _sort_nodes(converted.graph)
     out = Path(out)
     onnx.save(converted, str(out))
     return out
+
+
+def _sort_nodes(graph: onnx.GraphProto) -> None:
+    """Put ``graph``'s nodes in topological order, in place, keeping the original order among ready
+    nodes: the float16 converter appends its input Casts last, which ORT runs but ONNX's checker
+    (and a valid file) does not allow."""
+    available = {i.name for i in graph.input} | {i.name for i in graph.initializer} | {""}
+    pending = list(graph.node)
+    ordered: list[onnx.NodeProto] = []
+    while pending:
+        ready = [n for n in pending if all(name in available for name in n.input)]
+        if not ready:  # a cycle or an input nobody makes: leave the rest as it was
+            ordered.extend(pending)
+            break
+        for node in ready:
+            available.update(node.output)
+        ordered.extend(ready)
+        pending = [n for n in pending if all(n is not r for r in ready)]
+    del graph.node[:]
+    graph.node.extend(ordered)
 
 
 # float16's range: the largest finite value, and the smallest normal one (below it precision falls off;
@@ -90,6 +136,28 @@ def top1_agreement(reference: np.ndarray, variant: np.ndarray) -> dict[str, Any]
         "reference_max_abs": largest,
         "fp16_range": note,
     }
+
+
+def agreement_with_reference(
+    reference: str | os.PathLike[str],
+    variant: str | os.PathLike[str],
+    ep: EpName = "cpu",
+    draws: int = 8,
+    seed: int = 1,
+) -> dict[str, Any]:
+    """:func:`top1_agreement` of ``variant``'s first output with ``reference``'s over ``draws`` random
+    input batches (standard normal, :class:`RandomCalibration`), both run in ORT on ``ep``; the
+    output's last axis holds the classes."""
+    from hase_dagster.core.ort_runtime import make_session
+
+    feeds = list(RandomCalibration(onnx.load(str(reference)), batches=draws, seed=seed)._feeds)
+
+    def scores(path: str | os.PathLike[str]) -> np.ndarray:
+        session = make_session(path, ep, level="all")
+        rows = [np.asarray(session.run(None, feed)[0], dtype=np.float32) for feed in feeds]
+        return np.concatenate([r.reshape(-1, r.shape[-1] if r.ndim else 1) for r in rows])
+
+    return top1_agreement(scores(reference), scores(variant))
 
 
 class RandomCalibration:

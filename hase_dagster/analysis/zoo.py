@@ -9,26 +9,41 @@ import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import onnx
 
-from hase_dagster.core.config import Profile, ZooModel
+from hase_dagster.analysis.precision import agreement_with_reference, precision_variant
+from hase_dagster.core.config import Precision, Profile, ZooModel
 from hase_dagster.core.errors import HaseError, UnknownModelError
 from hase_dagster.core.ort_runtime import EpName, make_session, quick_search, random_inputs
 
 
 @dataclass(frozen=True)
 class ModelVariant:
-    """One exported model: a zoo model at one input size (or sequence length) and batch size."""
+    """One exported model: a zoo model at one input size (or sequence length), batch size and precision."""
 
     model: ZooModel
     input_size: int
     batch_size: int
+    precision: Precision = "fp32"
 
     @property
     def variant_id(self) -> str:
+        """``<model>_i<size>_b<batch>``, with ``_<precision>`` after it for fp16 and int8 (fp32 ids
+        stay those of tables written before precisions existed)."""
+        suffix = "" if self.precision == "fp32" else f"_{self.precision}"
+        return f"{self.base_id}{suffix}"
+
+    @property
+    def base_id(self) -> str:
         prefix = "s" if self.model.kind == "transformer_encoder" else "i"
         return f"{self.model.name}_{prefix}{self.input_size}_b{self.batch_size}"
+
+    @property
+    def fp32(self) -> ModelVariant:
+        """The fp32 variant this one is made from (itself when fp32)."""
+        return ModelVariant(self.model, self.input_size, self.batch_size)
 
 
 @dataclass(frozen=True)
@@ -44,16 +59,26 @@ class ExportedModel:
     opset: int
     inputs: dict[str, list[int]] = field(default_factory=dict)
     outputs: dict[str, list[int]] = field(default_factory=dict)
+    precision: Precision = "fp32"
+    # Top-1 agreement with the fp32 variant on random inputs (``analysis.precision.top1_agreement``);
+    # empty for fp32.
+    agreement: dict[str, Any] = field(default_factory=dict)
 
 
 def variants(profile: Profile, batch_size: int) -> list[ModelVariant]:
-    """Every zoo model x input size (sequence length for transformers) of ``profile`` at one batch size."""
+    """Every zoo model x input size (sequence length for transformers) x precision of ``profile`` at
+    one batch size; fp32 variants first (the others are made from them)."""
     if batch_size <= 0:
         raise HaseError(f"batch size must be a positive integer, got {batch_size}")
     out: list[ModelVariant] = []
     for model in profile.models:
         sizes = profile.sequence_lengths if model.kind == "transformer_encoder" else profile.input_sizes
         out.extend(ModelVariant(model, size, batch_size) for size in sizes)
+    for model in profile.models:
+        sizes = profile.sequence_lengths if model.kind == "transformer_encoder" else profile.input_sizes
+        for precision in model.precisions_at(batch_size):
+            if precision != "fp32":
+                out.extend(ModelVariant(model, size, batch_size, precision) for size in sizes)
     return out
 
 
@@ -100,6 +125,8 @@ def export_variant(
     """
     import torch
 
+    if variant.precision != "fp32":
+        raise HaseError(f"{variant.variant_id} is made from its fp32 variant: call export_precision_variant")
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{variant.variant_id}.onnx"
@@ -132,6 +159,42 @@ def export_variant(
         opset=opset,
         inputs=inputs,
         outputs=outputs,
+    )
+
+
+def export_precision_variant(
+    variant_and_source: tuple[ModelVariant, Path], out_dir: str | os.PathLike[str], ep: EpName = "cpu"
+) -> ExportedModel:
+    """Write ``variant`` (fp16 or int8) made from its fp32 file ``source`` (``analysis.precision``),
+    validate it by one ORT run on ``ep`` and measure its top-1 agreement with the fp32 file there.
+
+    The file is written under a temporary name and renamed only once it validated.
+    """
+    variant, source = variant_and_source
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"{variant.variant_id}.onnx"
+    partial = path.with_suffix(".partial.onnx")
+    try:
+        precision_variant(variant.precision, source, partial)
+        inputs, outputs = validate_onnx(partial, ep)
+        agreement = agreement_with_reference(source, partial, ep)
+    except Exception:
+        partial.unlink(missing_ok=True)
+        raise
+    partial.replace(path)
+    return ExportedModel(
+        variant_id=variant.variant_id,
+        model_name=variant.model.name,
+        input_size=variant.input_size,
+        batch_size=variant.batch_size,
+        path=path,
+        size_bytes=path.stat().st_size,
+        opset=max((o.version for o in onnx.load(str(path)).opset_import if o.domain in ("", "ai.onnx")), default=0),
+        inputs=inputs,
+        outputs=outputs,
+        precision=variant.precision,
+        agreement=agreement,
     )
 
 

@@ -24,6 +24,9 @@ DEFAULT_CONFIG_PATH = Path(__file__).resolve().parents[2] / "hase.yaml"
 PositiveInt = Annotated[int, Field(gt=0)]
 # The execution providers Hase analyses and measures on, by short name.
 EpName = Literal["cpu", "cuda"]
+# Numeric precisions of a zoo model's variants (``analysis.precision``): the exported fp32 model, its
+# float16 conversion and its INT8 static quantization (QDQ).
+Precision = Literal["fp32", "fp16", "int8"]
 
 
 class _Strict(BaseModel):
@@ -88,10 +91,30 @@ class ZooModel(_Strict):
     held_out: bool = False
     # The family left out together in the evaluation; inferred from kind and name when not given.
     family: str | None = Field(default=None, pattern=r"^[a-z0-9_]+$")
+    # Precisions exported, analysed, measured and predicted; fp32 is always one of them: the others
+    # are made from it and their speed-up and top-1 agreement are against it.
+    precisions: list[Precision] = Field(default=["fp32"], min_length=1)
+    # Batch sizes at which the non-fp32 precisions are exported (None: every batch size of the profile).
+    precision_batch_sizes: list[PositiveInt] | None = None
 
     @property
     def family_name(self) -> str:
         return self.family or infer_family(self.name, self.kind)
+
+    def precisions_at(self, batch_size: int) -> list[Precision]:
+        """The precisions of this model exported at ``batch_size``: fp32 always, the others where
+        ``precision_batch_sizes`` allows."""
+        if self.precision_batch_sizes is not None and batch_size not in self.precision_batch_sizes:
+            return ["fp32"]
+        return list(self.precisions)
+
+    @model_validator(mode="after")
+    def _fp32_is_a_precision(self) -> ZooModel:
+        if "fp32" not in self.precisions:
+            raise ValueError(f"precisions {self.precisions} lack fp32, which the other precisions are made from")
+        if len(set(self.precisions)) != len(self.precisions):
+            raise ValueError(f"precisions {self.precisions} repeat a precision")
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> ZooModel:

@@ -6,6 +6,7 @@ ORT's profiler and ``session.get_inputs()`` name types as ``float`` / ``tensor(f
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,3 +57,19 @@ def element_bytes(ort_name: str, default: int = 4) -> int:
     """Bytes per element of the type ``ort_name`` (``default`` for a type not in the table)."""
     known = element_type(ort_name)
     return known.bytes if known else default
+
+
+# Bytes per element of each precision's compute type (fp32 float, fp16 float16, int8 8-bit integers).
+PRECISION_BYTES: dict[str, int] = {"fp32": 4, "fp16": 2, "int8": 1}
+_PRECISION_OF_TYPE = {"float": "fp32", "double": "fp32", "float16": "fp16", "int8": "int8", "uint8": "int8"}
+
+
+def precision_of(ort_names: Iterable[str]) -> str:
+    """The precision a kernel computes in, from the element types of its inputs (weights included):
+    ``int8`` where one is an 8-bit integer (a QLinearConv's input, a DequantizeLinear's), else ``fp16``
+    where one is float16 (a Cast from fp16 reads fp16), else ``fp32`` (also for integer-only kernels)."""
+    found = {_PRECISION_OF_TYPE.get(name.removeprefix("tensor(").removesuffix(")")) for name in ort_names}
+    for precision in ("int8", "fp16"):
+        if precision in found:
+            return precision
+    return "fp32"

@@ -40,9 +40,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.analysis.precision import detect_precision
 from hase_dagster.core.documents import load_versioned_json
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
+from hase_dagster.core.onnx_structure import load_structure
 from hase_dagster.core.paths import SHIPPED_BUNDLES, DataPaths
 from hase_dagster.learn.estimators import Boosted, dumps
 from hase_dagster.learn.predict import ModelPrediction, predict_model_under
@@ -244,12 +246,19 @@ class Bundle:
         summary = self.summary()
         out: list[ModelPrediction] = []
         for path in model_files(models):
+            precision = detect_precision(load_structure(path))
             for batch in batches:
                 kernels, coverage = self.kernels(path, batch)
                 for prediction in predict_model_under(path.name, kernels, regressor, composition, resolved, batch):
                     prediction.predictor = summary
                     prediction.kernel_source = "static"
                     prediction.detection_coverage = coverage
+                    prediction.precision = precision
+                    trained_on = str(self.document["precision"])
+                    if precision not in trained_on.split(","):
+                        prediction.warnings.append(
+                            f"{path.name} is {precision}; bundle {self.name} was trained on {trained_on} models"
+                        )
                     if coverage.get("uncovered_ops"):
                         prediction.warnings.append(
                             f"static detection: no fusion rule covers {coverage['uncovered_ops']} op(s) "
@@ -668,6 +677,17 @@ def local_provenance(ep: str) -> dict[str, Any]:
     return info
 
 
+def trained_precisions(store: Warehouse, ep: str) -> str:
+    """The precisions of the models whose kernels ``store`` holds for ``ep`` (held-out ones left out),
+    comma-separated in the order fp32, fp16, int8 (``fp32`` for tables from before precisions)."""
+    found = store.query(
+        """SELECT DISTINCT coalesce(f.precision, 'fp32') AS precision FROM kernels k JOIN model_files f
+           USING (variant_id) WHERE k.ep = ? AND NOT f.held_out""",
+        [ep],
+    )["precision"]
+    return ",".join(p for p in ("fp32", "fp16", "int8") if p in set(found)) or "fp32"
+
+
 def export_bundle(
     store: Warehouse,
     ep: str,
@@ -719,7 +739,7 @@ def export_bundle(
         device or str(extra.get("device") or training["devices"][0]),
         ort_version,
         rules_path,
-        precision=str(extra.get("precision", "fp32")),
+        precision=str(extra.get("precision") or trained_precisions(store, ep)),
         provenance=details,
         evaluation=evaluation_figures(store, ep, predictor),
     )

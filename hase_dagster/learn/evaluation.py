@@ -2,7 +2,9 @@
 
 Four settings: ``trained_on_all`` (the predictor that ships, which has seen every training model),
 ``held_out_architecture`` (for each training architecture, a predictor trained without any kernel
-instance or measurement of it), ``held_out_family`` (the same without its whole family) and
+instance or measurement of it), ``held_out_family`` (the same without its whole family),
+``unseen_precision`` (an fp16/int8 variant whose precision no other training architecture has,
+predicted by its architecture's held-out predictor: no kernel of that precision seen) and
 ``never_seen`` (the profile's held-out models, which no predictor trained on: the honest figure for
 a new model). Design-space probes (family ``design_space``) are training samples: every predictor
 trains on them and none is a test case. Baselines on the same cases:
@@ -34,6 +36,8 @@ class Evaluation:
     summary: pd.DataFrame  # one row per (setting, stress level) and overall
     worst: pd.DataFrame
     markdown: str
+    # One row per fp16/int8 variant, setting and stress level: measured and predicted speed-up over fp32.
+    speedups: pd.DataFrame | None = None
 
 
 def _kernel_errors(store: Warehouse, ep: str, variant: str, level: float, prediction: Any, top: int = 3) -> str:
@@ -94,6 +98,10 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
         else {}
     )
     idle_sums = _idle_kernel_sums(store, ep)
+
+    def precisions_of_others(architecture: str) -> set[str]:
+        return set(trained.loc[trained["architecture"] != architecture, "precision"])
+
     flops = {v: float(sum(k.flops for k in ks)) for v, ks in kernels.items()}
     rows = []
     predictions = {}
@@ -115,7 +123,11 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
             if row["held_out"]
             else [("trained_on_all", shipped), ("held_out_architecture", by_architecture[row["architecture"]])]
         )
-        if not row["held_out"] and row["family"] in by_family:
+        if row["precision"] not in precisions_of_others(row["architecture"]) and not row["held_out"]:
+            # Left out with its architecture, its precision is left out too: another question than a
+            # new architecture (kernels of a precision never seen), reported apart.
+            settings = [("trained_on_all", shipped), ("unseen_precision", by_architecture[row["architecture"]])]
+        elif not row["held_out"] and row["family"] in by_family:
             settings.append(("held_out_family", by_family[row["family"]]))
         for setting, predictor in settings:
             prediction = predict_model(
@@ -134,6 +146,7 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
                     "variant_id": variant,
                     "architecture": row["architecture"],
                     "family": row["family"],
+                    "precision": row["precision"],
                     "input_size": int(row["input_size"]),
                     "batch_size": int(row["batch_size"]),
                     "stress_level": level,
@@ -164,10 +177,116 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
     ]
     summaries = {
         by: _summary(cases, by)
-        for by in ("stress_level", "batch_size", "batch_and_stress", "size", "family", "architecture", "input_size")
+        for by in (
+            "stress_level",
+            "batch_size",
+            "batch_and_stress",
+            "size",
+            "family",
+            "architecture",
+            "input_size",
+            "precision",
+        )
     }
+    speedups = precision_speedups(cases, models)
     memory = evaluate_memory(store, ep, kernels).markdown
-    return Evaluation(cases, summaries["stress_level"], worst, _markdown(ep, cases, summaries, worst) + "\n\n" + memory)
+    markdown = "\n\n".join(
+        [
+            _markdown(ep, cases, summaries, worst),
+            _speedup_markdown(speedups),
+            _kernel_precision_markdown(store, ep),
+            memory,
+        ]
+    )
+    return Evaluation(cases, summaries["stress_level"], worst, markdown, speedups)
+
+
+def precision_speedups(cases: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
+    """Per fp16/int8 variant, setting and stress level: its speed-up over its fp32 variant, measured
+    (fp32 mean / its mean) and predicted (the same of the predictions in that setting), with its top-1
+    agreement with fp32 on random inputs; empty where no variant has another precision.
+
+    Args:
+        cases: the evaluation's cases (``setting``, ``variant_id``, ``stress_level``, means).
+        models: :func:`~hase_dagster.learn.training.measured_models` rows (``base_variant_id``,
+            ``top1_agreement``).
+    """
+    columns = [
+        "setting", "architecture", "precision", "batch_size", "stress_level", "variant_id",
+        "measured_speedup", "predicted_speedup", "speedup_error_pct", "top1_agreement",
+    ]  # fmt: skip
+    if "precision" not in cases or not (cases["precision"] != "fp32").any():
+        return pd.DataFrame(columns=columns)
+    info = models.drop_duplicates("variant_id").set_index("variant_id")
+    keyed = cases.set_index(["setting", "variant_id", "stress_level"])
+    rows = []
+    for case in cases[cases["precision"] != "fp32"].to_dict("records"):
+        # An unseen precision's predictor is its architecture's held-out one: compare with that fp32 case.
+        setting = "held_out_architecture" if case["setting"] == "unseen_precision" else case["setting"]
+        base = (setting, info.loc[case["variant_id"], "base_variant_id"], case["stress_level"])
+        if base not in keyed.index:
+            continue
+        fp32 = keyed.loc[base]
+        measured = float(fp32["measured_mean_ms"]) / float(case["measured_mean_ms"])
+        predicted = float(fp32["predicted_mean_ms"]) / float(case["predicted_mean_ms"])
+        agreement = info.loc[case["variant_id"], "top1_agreement"]
+        rows.append(
+            {
+                "setting": case["setting"],
+                "architecture": case["architecture"],
+                "precision": case["precision"],
+                "batch_size": case["batch_size"],
+                "stress_level": case["stress_level"],
+                "variant_id": case["variant_id"],
+                "measured_speedup": measured,
+                "predicted_speedup": predicted,
+                "speedup_error_pct": (predicted / measured - 1) * 100,
+                "top1_agreement": float(agreement) if pd.notna(agreement) else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows, columns=columns)
+
+
+def kernel_precisions_of_variants(store: Warehouse, ep: str) -> pd.DataFrame:
+    """Per fp16/int8 variant: its kernels by the precision they compute in (from their element types)
+    and the provider ORT placed them on, with their count and their time measured alone at idle (sum of
+    medians, where measured): which kernels really run in INT8 or FP16 and which fall back to fp32 or
+    to another provider."""
+    return store.query(
+        """SELECT k.variant_id, f.precision AS model_precision, coalesce(k.precision, 'fp32') AS kernel_precision,
+                  coalesce(n.provider, '') AS provider, count(*) AS kernels,
+                  string_agg(DISTINCT k.op_type, ', ' ORDER BY k.op_type) AS ops, sum(b.median_ms) AS idle_ms
+           FROM kernels k JOIN model_files f USING (variant_id)
+           LEFT JOIN optimized_nodes n ON n.variant_id = k.variant_id AND n.ep = k.ep AND n.node_name = k.node_name
+           LEFT JOIN kernel_benchmarks b ON b.instance_id = k.instance_id AND b.ep = k.ep
+                 AND b.batch_size = k.batch_size AND b.stress_level = 0 AND b.status = 'ok'
+           WHERE k.ep = ? AND coalesce(f.precision, 'fp32') <> 'fp32'
+           GROUP BY ALL ORDER BY 1, 3, 4""",
+        [ep],
+    )
+
+
+def _kernel_precision_markdown(store: Warehouse, ep: str) -> str:
+    frame = kernel_precisions_of_variants(store, ep)
+    if frame.empty:
+        return "## Kernels of the fp16 and int8 variants\n\n_no fp16 or int8 variant catalogued_"
+    return (
+        "## Kernels of the fp16 and int8 variants\n\nWhat each variant's kernels compute in (int8 where an "
+        "input is 8-bit, fp16 where one is float16, else fp32) and the provider ORT placed them on; `idle_ms` "
+        "sums their medians timed alone at idle. On the CPU EP an fp16 model's convolutions run in fp32 "
+        "between Casts.\n\n" + frame.round(3).to_markdown(index=False)
+    )
+
+
+def _speedup_markdown(speedups: pd.DataFrame | None) -> str:
+    if speedups is None or speedups.empty:
+        return "## Precision speed-ups\n\n_no fp16 or int8 variant measured_"
+    return (
+        "## Precision speed-ups\n\nPer fp16/int8 variant: its fp32 variant's mean latency over its own, measured and "
+        "predicted in the same setting at the same stress level (above 1: faster than fp32), and its top-1 "
+        "agreement with fp32 on random inputs (argmax of the output over 8 random batches; rows tied for the "
+        "top left out).\n\n" + speedups.round(3).to_markdown(index=False)
+    )
 
 
 def error_measures(predicted: np.ndarray, measured: np.ndarray) -> dict[str, float]:
@@ -246,7 +365,9 @@ def _markdown(ep: str, cases: pd.DataFrame, summaries: dict[str, pd.DataFrame], 
         "Settings: `trained_on_all` is the predictor that ships, evaluated on the models it was trained on; "
         "`held_out_architecture` predicts each training architecture with a predictor trained without it; "
         "`held_out_family` predicts each one with a predictor trained without its whole family (residual CNN, "
-        "mobile, dense/concat, vision transformer, text transformer, random NAS); `never_seen` predicts the "
+        "mobile, dense/concat, vision transformer, text transformer, random NAS); `unseen_precision` predicts "
+        "an fp16/int8 variant whose precision no other training architecture has with its architecture's "
+        "held-out predictor, which saw no kernel of that precision; `never_seen` predicts the "
         "profile's held-out models, which no predictor ever trained on. Design-space probes (family "
         "`design_space`, carriers of sampled kernels) are in every predictor's training and no test case. "
         "Error measures: MAPE, the 50th and "

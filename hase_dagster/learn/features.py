@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from hase_dagster.core.dtypes import element_bytes, precision_of
+
 if TYPE_CHECKING:  # pandas is imported where frames are built: a prediction needs none (and no import time)
     import pandas as pd
 
@@ -39,6 +41,12 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "log_weight_bytes",
     "log_intensity",
     "n_absorbed",
+    # Precision (issue 15 C): bytes per element of the activation inputs and of the weights (0: none),
+    # and whether the kernel computes in int8 or fp16 (``core.dtypes.precision_of``).
+    "elem_bytes",
+    "weight_elem_bytes",
+    "precision_fp16",
+    "precision_int8",
 )
 CATEGORICAL_FEATURES: tuple[str, ...] = ("family", "op")
 
@@ -68,6 +76,9 @@ def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
     flops = float(kernel.get("flops") or 0)
     in_bytes = float(kernel.get("input_bytes") or 0)
     out_bytes = float(kernel.get("output_bytes") or 0)
+    # Rows from before dtypes were recorded lack them: fp32, as everything was then.
+    precision = precision_of(str(t.get("dtype", "float")) for t in inputs)
+    largest_weight = max(weights, key=lambda t: prod(t["shape"]), default=None)
     features: dict[str, Any] = {f"in_d{i}": d for i, d in enumerate(_dims(first_in))}
     features |= {f"out_d{i}": d for i, d in enumerate(_dims(first_out))}
     features |= {
@@ -90,6 +101,10 @@ def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
         "log_weight_bytes": log1p(float(kernel.get("weight_bytes") or 0)),
         "log_intensity": log1p(flops / max(in_bytes + out_bytes, 1.0)),
         "n_absorbed": len(absorbed),
+        "elem_bytes": element_bytes(str(activations[0].get("dtype", "float"))) if activations else 0,
+        "weight_elem_bytes": element_bytes(str(largest_weight.get("dtype", "float"))) if largest_weight else 0,
+        "precision_fp16": int(precision == "fp16"),
+        "precision_int8": int(precision == "int8"),
         "family": kernel["family"],
         "op": f"{kernel.get('domain') or ''}.{kernel.get('op_type')}",
     }
@@ -120,9 +135,19 @@ def numeric_columns(load_fields: list[str]) -> list[str]:
     return [*NUMERIC_FEATURES, *(f"load_{f}" for f in load_fields)]
 
 
-def as_matrix(frame: pd.DataFrame, families: list[str], ops: list[str], load_fields: list[str]) -> np.ndarray:
-    """Numeric features followed by one-hot family and op columns (unknown values: all zero)."""
-    numeric = frame[numeric_columns(load_fields)].to_numpy(dtype=float)
+def as_matrix(
+    frame: pd.DataFrame,
+    families: list[str],
+    ops: list[str],
+    load_fields: list[str],
+    numeric: Sequence[str] | None = None,
+) -> np.ndarray:
+    """Numeric features followed by one-hot family and op columns (unknown values: all zero).
+
+    ``numeric`` names the numeric columns in order (default :func:`numeric_columns`): a regressor
+    trained before a feature existed asks for the columns it was trained on.
+    """
+    numeric = frame[list(numeric or numeric_columns(load_fields))].to_numpy(dtype=float)
     family_hot = (frame["family"].to_numpy()[:, None] == np.array(families)[None, :]).astype(float)
     op_hot = (frame["op"].to_numpy()[:, None] == np.array(ops)[None, :]).astype(float)
     return np.hstack([numeric, family_hot, op_hot])
@@ -134,18 +159,19 @@ def feature_matrix(
     families: list[str],
     ops: list[str],
     load_fields: list[str],
+    numeric: Sequence[str] | None = None,
 ) -> np.ndarray:
     """The matrix :func:`as_matrix` makes of :func:`feature_frame` for these kernels, without pandas:
     one block of rows per load in ``loads`` (every kernel under the first load, then under the
-    second...), so a prediction under several loads computes each kernel's features once."""
+    second...), so a prediction under several loads computes each kernel's features once.
+    ``numeric`` as in :func:`as_matrix` (its ``load_`` columns come after the others)."""
+    names = [n for n in (numeric or numeric_columns(load_fields)) if not n.startswith("load_")]
     features = [kernel_features(k) for k in kernels]
-    shape = np.array([[f[name] for name in NUMERIC_FEATURES] for f in features], dtype=float).reshape(
-        len(features), len(NUMERIC_FEATURES)
-    )
+    shape = np.array([[f[name] for name in names] for f in features], dtype=float).reshape(len(features), len(names))
     family_hot = np.array([f["family"] for f in features], dtype=object)[:, None] == np.array(families)[None, :]
     op_hot = np.array([f["op"] for f in features], dtype=object)[:, None] == np.array(ops)[None, :]
     blocks = []
     for load in loads:
         load_columns = np.tile([float(load[name]) for name in load_fields], (len(features), 1))
         blocks.append(np.hstack([shape, load_columns, family_hot.astype(float), op_hot.astype(float)]))
-    return np.vstack(blocks) if blocks else np.zeros((0, len(numeric_columns(load_fields)) + len(families) + len(ops)))
+    return np.vstack(blocks) if blocks else np.zeros((0, len(names) + len(load_fields) + len(families) + len(ops)))

@@ -312,6 +312,9 @@ class ModelPrediction:
     # workspace (``analysis.peak_memory``), in MB, with its parts.
     predicted_peak_memory_mb: float | None = None
     peak_memory: dict[str, Any] | None = None
+    # The precision the model file was made in (``analysis.precision.detect_precision``): its kernels
+    # are analysed and predicted as they are, in it. None where no file was read (zoo variants).
+    precision: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -66,8 +66,14 @@ class LatencyRegressor:
     versions: dict[str, str] = field(default_factory=dict)
     batch_sizes: list[int] = field(default_factory=list)
 
+    @property
+    def numeric_columns(self) -> list[str]:
+        """The numeric feature columns the estimators were trained on, in matrix order (a regressor
+        saved before the precision features has fewer)."""
+        return sorted(self.layout.columns, key=self.layout.columns.__getitem__)
+
     def matrix(self, features: pd.DataFrame) -> np.ndarray:
-        return as_matrix(features, self.families, self.ops, self.load_fields)
+        return as_matrix(features, self.families, self.ops, self.load_fields, self.numeric_columns)
 
     def predict(self, features: pd.DataFrame) -> dict[str, np.ndarray]:
         """Milliseconds per target for each row of a feature frame (p90 never below median or mean)."""
@@ -78,7 +84,7 @@ class LatencyRegressor:
     ) -> list[dict[str, np.ndarray]]:
         """Milliseconds per target for catalog-style kernel records under each of ``loads`` (one
         mapping of targets to per-kernel arrays per load), in one pass of the estimators."""
-        x = feature_matrix(kernels, loads, self.families, self.ops, self.load_fields)
+        x = feature_matrix(kernels, loads, self.families, self.ops, self.load_fields, self.numeric_columns)
         predicted = self.predict_matrix(x)
         n = len(kernels)
         return [{t: values[i * n : (i + 1) * n] for t, values in predicted.items()} for i in range(len(loads))]
@@ -271,10 +277,24 @@ def _held_out_architectures(
 ) -> dict[str, Any]:
     """Leave one architecture out: train on instances that appear in no variant of it. Design-space
     probes (``sample_architectures``) are always trained on: they are no architecture a user brings,
-    and dozens of them would decide the choice of kind."""
+    and dozens of them would decide the choice of kind.
+
+    Rows that only variants of a precision no other architecture has use (``model_precisions``: the
+    only int8 model's QLinearConv kernels, the only fp16 model's Casts and NCHW convolutions) are left
+    out of the scores and counted (``unseen_precision_rows``): leaving their architecture out leaves
+    their precision out too, which asks another question than a new architecture, and would choose the
+    kind by how it extrapolates to a precision it never saw.
+    """
+    import pandas as pd
+
     members = rows["architecture"].str.split(",")
     samples = (
         set(",".join(rows["sample_architectures"].dropna()).split(",")) if "sample_architectures" in rows else set()
+    )
+    model_precisions = (
+        rows["model_precisions"].fillna("fp32").str.split(",")
+        if "model_precisions" in rows
+        else pd.Series([["fp32"]] * len(rows), index=rows.index)
     )
     results: dict[str, Any] = {}
     predicted_all, measured_all = [], []
@@ -282,11 +302,18 @@ def _held_out_architectures(
         in_test = members.apply(lambda names, a=architecture: a in names).to_numpy()
         if in_test.all() or (~in_test).sum() < MIN_TRAINING_ROWS:
             continue
+        trained = {p for precisions in model_precisions[~in_test] for p in precisions}
+        unseen = in_test & model_precisions.apply(lambda precisions, t=trained: not set(precisions) & t).to_numpy()
+        scored = in_test & ~unseen
+        if not scored.any():
+            continue
         regressor = _train(kind, frame[~in_test], rows[~in_test], ep, load_fields, (PRIMARY_TARGET,))
-        scores = _scores(regressor, frame[in_test], rows[in_test])
+        scores = _scores(regressor, frame[scored], rows[scored])
         results[architecture] = {k: scores[k] for k in ("mape", "within_10", "rows")}
-        predicted_all.append(regressor.predict(frame[in_test])[PRIMARY_TARGET])
-        measured_all.append(rows.loc[in_test, PRIMARY_TARGET].to_numpy())
+        if unseen.any():
+            results[architecture]["unseen_precision_rows"] = int(unseen.sum())
+        predicted_all.append(regressor.predict(frame[scored])[PRIMARY_TARGET])
+        measured_all.append(rows.loc[scored, PRIMARY_TARGET].to_numpy())
     if predicted_all:
         predicted, measured = np.concatenate(predicted_all), np.concatenate(measured_all)
         results["overall"] = {
@@ -298,17 +325,19 @@ def _held_out_architectures(
 
 
 def training_rows(store: Any, ep: str) -> pd.DataFrame:
-    """Kernel benchmark rows of ``ep`` joined with the catalog and the architectures using each
-    instance (``sample_architectures``: those of them that are design-space probes). Held-out models
-    do not count: an instance only they use is no training row."""
+    """Kernel benchmark rows of ``ep`` joined with the catalog, the architectures using each instance
+    (``sample_architectures``: those of them that are design-space probes) and those variants'
+    precisions (``model_precisions``). Held-out models do not count: an instance only they use is no
+    training row."""
     return store.query(
         f"""WITH arch AS (
                SELECT k.instance_id, k.ep, k.batch_size, string_agg(DISTINCT f.model_name, ',') AS architecture,
                       string_agg(DISTINCT f.model_name, ',') FILTER (WHERE f.family = '{DESIGN_SPACE_FAMILY}')
                           AS sample_architectures,
+                      string_agg(DISTINCT coalesce(f.precision, 'fp32'), ',') AS model_precisions,
                       any_value(k.absorbed_ops_json) AS absorbed_ops_json
                FROM kernels k JOIN model_files f USING (variant_id) WHERE NOT f.held_out GROUP BY ALL)
-           SELECT b.*, arch.architecture, arch.sample_architectures, arch.absorbed_ops_json
+           SELECT b.*, arch.architecture, arch.sample_architectures, arch.model_precisions, arch.absorbed_ops_json
            FROM kernel_benchmarks b JOIN arch USING (instance_id, ep, batch_size)
            WHERE b.ep = ? AND b.status = 'ok' AND b.mean_ms > 0""",
         [ep],

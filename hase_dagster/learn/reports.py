@@ -73,6 +73,9 @@ def merge_exports(sources: list[str | os.PathLike[str]], out_dir: str | os.PathL
             replaced = merged.set_index(keys).index.isin(frame.set_index(keys).index.unique())
             merged = pd.concat([merged[~replaced], frame], ignore_index=True)
         if merged is not None:
+            if "precision" in merged.columns:
+                # Rows of exports from before the column are fp32, as the warehouse reads them.
+                merged["precision"] = merged["precision"].fillna("fp32")
             merged.to_parquet(out / f"{table}.parquet", index=False)
             written[table] = len(merged)
     if not written:

@@ -21,6 +21,7 @@ import onnxruntime as ort
 
 from hase_dagster.analysis.analyze import analyze_model
 from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
+from hase_dagster.analysis.precision import detect_precision
 from hase_dagster.core.config import EpName
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.onnx_structure import graph_structure_digest, load_structure
@@ -88,7 +89,8 @@ def predict_sweep(
         prometheus_url: where ``prometheus`` loads are read.
 
     Returns:
-        One prediction per (model, batch size, load), in that order.
+        One prediction per (model, batch size, load), in that order, each with the precision its
+        file was made in (its kernels are the ones ORT runs for that file: fp16 or int8 as they are).
     """
     if not batch_sizes or any(b <= 0 for b in batch_sizes):
         raise HaseError(f"batch sizes must be positive integers, got {batch_sizes}")
@@ -102,10 +104,13 @@ def predict_sweep(
     cache = AnalysisCache(layout.root / "analysis_cache" / ep)
     predictions = []
     for path in files:
+        precision = detect_precision(load_structure(path))
         for batch in batch_sizes:
             kernels, _ = cache.kernels(path, batch, ep)
             for load, source in loads:
-                predictions.append(
-                    predict_model(path.name, kernels, predictor.regressor, predictor.composition, load, source, batch)
+                prediction = predict_model(
+                    path.name, kernels, predictor.regressor, predictor.composition, load, source, batch
                 )
+                prediction.precision = precision
+                predictions.append(prediction)
     return predictions

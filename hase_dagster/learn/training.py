@@ -131,10 +131,14 @@ def kernels_by_variant(store: Warehouse, ep: str) -> dict[str, list[Kernel]]:
 
 
 def measured_models(store: Warehouse, ep: str) -> pd.DataFrame:
-    """Whole-model benchmark rows (ok) with each variant's architecture, family, input size and
-    held-out flag (tables exported before the family column get it inferred from the name)."""
+    """Whole-model benchmark rows (ok) with each variant's architecture, family, input size,
+    held-out flag, precision, the fp32 variant it was made from (``base_variant_id``, itself for
+    fp32) and its top-1 agreement with that one (tables exported before the family column get it
+    inferred from the name; before the precision columns, every variant is fp32)."""
     models = store.query(
-        """SELECT b.*, f.model_name AS architecture, f.held_out, f.family
+        """SELECT b.* EXCLUDE (precision), f.model_name AS architecture, f.held_out, f.family,
+                  coalesce(f.precision, b.precision, 'fp32') AS precision,
+                  coalesce(f.base_variant_id, b.variant_id) AS base_variant_id, f.top1_agreement
            FROM model_benchmarks b JOIN model_files f USING (variant_id)
            WHERE b.ep = ? AND b.status = 'ok' ORDER BY b.variant_id, b.stress_level""",
         [ep],

@@ -417,9 +417,10 @@ def cmd_predictor_import(args: argparse.Namespace) -> int:
 
 def _print_prediction(prediction: Any, top: int) -> None:
     coverage = prediction.coverage
+    precision = f" ({prediction.precision})" if getattr(prediction, "precision", None) else ""
     print(
-        f"{prediction.model} batch {prediction.batch_size} on {prediction.ep}, load {prediction.load_source}: "
-        f"{prediction.load}"
+        f"{prediction.model}{precision} batch {prediction.batch_size} on {prediction.ep}, "
+        f"load {prediction.load_source}: {prediction.load}"
     )
     print(
         f"  predicted {prediction.predicted_ms:.3f} ms (p90 {prediction.p90_ms:.3f} ms), "
