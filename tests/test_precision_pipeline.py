@@ -214,3 +214,24 @@ def test_leaving_an_architecture_out_scores_only_precisions_another_one_has() ->
     frame = feature_frame(shared, shared, ["HOST_CPU_UTIL"])
     both = _held_out_architectures("flops_baseline", frame, shared, "cpu", ["HOST_CPU_UTIL"])
     assert both["a"]["rows"] == 35 and "unseen_precision_rows" not in both["a"]
+
+
+def test_precision_features_are_used_only_where_the_rows_hold_more_than_fp32() -> None:
+    """An fp32-only training set gets the feature columns it had before precisions existed (so the
+    trees sample the same columns); one with int8 rows gets the precision features too."""
+    from hase_dagster.learn.features import PRECISION_FEATURES, feature_frame
+    from hase_dagster.learn.regressor import _train
+
+    rng = np.random.default_rng(1)
+    fp32 = pd.concat([_rows(a, "fp32", "float", 15, rng) for a in ("a", "b")], ignore_index=True)
+    regressor = _train(
+        "xgboost", feature_frame(fp32, fp32, ["HOST_CPU_UTIL"]), fp32, "cpu", ["HOST_CPU_UTIL"], ("median_ms",)
+    )
+    assert not set(PRECISION_FEATURES) & set(regressor.numeric_columns)
+    mixed = pd.concat([fp32, _rows("c", "fp32,int8", "uint8", 15, rng)], ignore_index=True)
+    regressor = _train(
+        "xgboost", feature_frame(mixed, mixed, ["HOST_CPU_UTIL"]), mixed, "cpu", ["HOST_CPU_UTIL"], ("median_ms",)
+    )
+    assert set(PRECISION_FEATURES) <= set(regressor.numeric_columns)
+    predicted = regressor.predict(feature_frame(mixed, mixed, ["HOST_CPU_UTIL"]))["median_ms"]
+    assert predicted.shape == (len(mixed),) and np.isfinite(predicted).all()

@@ -43,10 +43,7 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "n_absorbed",
     # Precision (issue 15 C): bytes per element of the activation inputs and of the weights (0: none),
     # and whether the kernel computes in int8 or fp16 (``core.dtypes.precision_of``).
-    "elem_bytes",
-    "weight_elem_bytes",
-    "precision_fp16",
-    "precision_int8",
+    *(PRECISION_FEATURES := ("elem_bytes", "weight_elem_bytes", "precision_fp16", "precision_int8")),
 )
 CATEGORICAL_FEATURES: tuple[str, ...] = ("family", "op")
 

@@ -31,7 +31,7 @@ from hase_dagster.learn.estimators import (
     load_estimator,
     make_estimator,
 )
-from hase_dagster.learn.features import as_matrix, feature_frame, feature_matrix, numeric_columns
+from hase_dagster.learn.features import PRECISION_FEATURES, as_matrix, feature_frame, feature_matrix, numeric_columns
 
 if TYPE_CHECKING:  # imported where training needs it: a prediction from a saved regressor needs no pandas
     import pandas as pd
@@ -165,8 +165,11 @@ def _train(
 ) -> LatencyRegressor:
     families = sorted(frame["family"].unique())
     ops = sorted(frame["op"].unique())
-    x = as_matrix(frame, families, ops, load_fields)
-    numeric = numeric_columns(load_fields)
+    # The precision features only where the rows hold more than fp32 models: on fp32 tables they
+    # would only change which columns the trees sample, so fp32 predictors stay as they were.
+    precisions = set(",".join(rows["model_precisions"].dropna()).split(",")) if "model_precisions" in rows else set()
+    numeric = [c for c in numeric_columns(load_fields) if precisions - {"fp32", ""} or c not in PRECISION_FEATURES]
+    x = as_matrix(frame, families, ops, load_fields, numeric)
     layout = FeatureLayout({name: i for i, name in enumerate(numeric)}, len(numeric), families, ops)
     models: dict[str, Estimator] = {}
     for target in targets:
