@@ -151,6 +151,16 @@ def test_predictor_bundle_asset_writes_a_bundle_that_predicts_as_its_predictor(t
     assert folder.parent == trained["hase"].paths().bundles and bundle.ep == "cpu"
     assert sorted(bundle.levels) == [0.0, 0.5]
     assert bundle.document["provenance"]["training"]["never_seen"] == {"squeezenet1_1": "dense_concat"}
+    # the design-space probe trains the bundle but is no case of its figures
+    networks = (
+        trained["hase"]
+        .warehouse()
+        .query(
+            """SELECT count(*) AS n FROM model_benchmarks b JOIN model_files f USING (variant_id)
+           WHERE b.status = 'ok' AND NOT f.held_out AND f.family != 'design_space'"""
+        )["n"][0]
+    )
+    assert bundle.document["evaluation"]["whole_model"]["trained_on_all"]["cases"] == networks > 0
 
 
 def test_held_out_model_is_measured_but_never_trained_on(trained: dict) -> None:

@@ -568,12 +568,15 @@ def training_provenance(store: Warehouse, ep: str) -> dict[str, Any]:
 def evaluation_figures(store: Warehouse, ep: str, predictor: Predictor) -> dict[str, Any]:
     """The bundle's own figures, computed from the warehouse with its kernels (fingerprinted):
     whole-model MAPE of the mean on the models it never saw and on those it trained on (in
-    sample), by batch size, and the kernel regressor's held-out figures."""
+    sample), by batch size, and the kernel regressor's held-out figures. Design-space probes are no
+    case, as in ``learn.evaluation``."""
     import numpy as np
 
+    from hase_dagster.analysis.design_space import DESIGN_SPACE_FAMILY
     from hase_dagster.learn.training import background_load, kernels_by_variant, measured_models
 
     models = measured_models(store, ep)
+    models = models[models["family"] != DESIGN_SPACE_FAMILY]
     kernels = kernels_by_variant(store, ep)
     cases: dict[str, list[tuple[int, float]]] = {"never_seen": [], "trained_on_all": []}
     for row in models.to_dict("records"):
