@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from hase_dagster.analysis.torch_blocks import conv_bn, squeeze_excite
+
 DESIGN_SPACE_FAMILY = "design_space"
 CELL_TYPES = ("conv", "inverted_residual", "concat", "convnext", "attention", "mlp", "pool")
 # Drawn more often where ORT runs more distinct kernels per cell (convolutions) and where the zoo
@@ -181,26 +183,10 @@ def build_probe_network(seed: int, num_classes: int = 1000) -> Any:  # -> torch.
         }[spec.activation]()  # fmt: skip
 
     def conv(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, activation: bool = True) -> nn.Module:
-        layers: list[nn.Module] = [
-            nn.Conv2d(c_in, c_out, k, stride, k // 2, groups=groups, bias=False),
-            nn.BatchNorm2d(c_out),
-        ]
-        return nn.Sequential(*layers, act()) if activation else nn.Sequential(*layers)
+        return conv_bn(c_in, c_out, k, stride, groups, act if activation else None)
 
-    class SqueezeExcite(nn.Module):
-        def __init__(self, channels: int) -> None:
-            super().__init__()
-            hidden = max(8, channels // 4)
-            self.gate = nn.Sequential(
-                nn.AdaptiveAvgPool2d(1),
-                nn.Conv2d(channels, hidden, 1),
-                nn.SiLU(),
-                nn.Conv2d(hidden, channels, 1),
-                nn.Sigmoid(),
-            )
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x * self.gate(x)
+    def SqueezeExcite(channels: int) -> nn.Module:  # noqa: N802 (reads as the module it builds)
+        return squeeze_excite(channels, nn.SiLU)
 
     class Tokens(nn.Module):
         """Runs ``body`` over the feature map as (batch, tokens, channels) and back."""

@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 
+from hase_dagster.analysis.torch_blocks import conv_bn, squeeze_excite
+
 BLOCK_TYPES = ("inverted_residual", "residual", "concat", "fused_mbconv")
 ACTIVATIONS = ("relu", "relu6", "silu", "gelu", "hardswish")
 
@@ -118,27 +120,11 @@ def build_random_network(seed: int, num_classes: int = 1000) -> Any:  # -> torch
             spec.activation
         ]()
 
-    def conv(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, activation: bool = True) -> nn.Sequential:
-        layers: list[nn.Module] = [
-            nn.Conv2d(c_in, c_out, k, stride, k // 2, groups=groups, bias=False),
-            nn.BatchNorm2d(c_out),
-        ]
-        return nn.Sequential(*layers, act()) if activation else nn.Sequential(*layers)
+    def conv(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, activation: bool = True) -> nn.Module:
+        return conv_bn(c_in, c_out, k, stride, groups, act if activation else None)
 
-    class SqueezeExcite(nn.Module):
-        def __init__(self, channels: int) -> None:
-            super().__init__()
-            hidden = max(8, channels // 4)
-            self.gate = nn.Sequential(
-                nn.AdaptiveAvgPool2d(1),
-                nn.Conv2d(channels, hidden, 1),
-                nn.ReLU(),
-                nn.Conv2d(hidden, channels, 1),
-                nn.Sigmoid(),
-            )
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return x * self.gate(x)
+    def SqueezeExcite(channels: int) -> nn.Module:  # noqa: N802 (reads as the module it builds)
+        return squeeze_excite(channels, nn.ReLU)
 
     class Block(nn.Module):
         def __init__(self, c_in: int, b: BlockSpec) -> None:

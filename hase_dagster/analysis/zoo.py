@@ -148,6 +148,19 @@ def export_variant(
     except Exception:
         partial.unlink(missing_ok=True)
         raise
+    return _exported(variant, partial, path, opset, inputs, outputs)
+
+
+def _exported(
+    variant: ModelVariant,
+    partial: Path,
+    path: Path,
+    opset: int,
+    inputs: dict[str, list[int]],
+    outputs: dict[str, list[int]],
+    agreement: dict[str, Any] | None = None,
+) -> ExportedModel:
+    """Rename the validated ``partial`` file to ``path`` and describe it."""
     partial.replace(path)
     return ExportedModel(
         variant_id=variant.variant_id,
@@ -159,6 +172,8 @@ def export_variant(
         opset=opset,
         inputs=inputs,
         outputs=outputs,
+        precision=variant.precision,
+        agreement=agreement or {},
     )
 
 
@@ -182,20 +197,8 @@ def export_precision_variant(
     except Exception:
         partial.unlink(missing_ok=True)
         raise
-    partial.replace(path)
-    return ExportedModel(
-        variant_id=variant.variant_id,
-        model_name=variant.model.name,
-        input_size=variant.input_size,
-        batch_size=variant.batch_size,
-        path=path,
-        size_bytes=path.stat().st_size,
-        opset=max((o.version for o in onnx.load(str(path)).opset_import if o.domain in ("", "ai.onnx")), default=0),
-        inputs=inputs,
-        outputs=outputs,
-        precision=variant.precision,
-        agreement=agreement,
-    )
+    opset = max((o.version for o in onnx.load(str(partial)).opset_import if o.domain in ("", "ai.onnx")), default=0)
+    return _exported(variant, partial, path, opset, inputs, outputs, agreement)
 
 
 def trace_to_onnx(module, example, path: Path, opset: int, dynamic_batch: bool = False) -> None:
