@@ -12,6 +12,7 @@ import pandas as pd
 
 from assets.analysis import POOL, kernel_onnx, onnx_models
 from assets.partitions import measurement_partitions, stress_and_batch_of
+from hase_dagster.analysis.design_space import DESIGN_SPACE_FAMILY
 from hase_dagster.core.ort_runtime import OptimizationLevel, device_name
 from hase_dagster.measure.benchmark import BenchmarkTarget, default_progress, run_benchmarks
 from resources.hase import HaseResource
@@ -150,10 +151,12 @@ def model_benchmarks(
     context: dg.AssetExecutionContext, hase: HaseResource, stressor: StressorResource
 ) -> dg.MaterializeResult:
     _, batch = stress_and_batch_of(context)
+    # Design-space probes train kernels only: timed whole only when the profile asks.
     models = hase.warehouse().query(
-        """SELECT variant_id, model_name, input_size, coalesce(precision, 'fp32') AS precision, path
-           FROM model_files WHERE batch_size = ? ORDER BY variant_id""",
-        [batch],
+        f"""SELECT variant_id, model_name, input_size, coalesce(precision, 'fp32') AS precision, path
+            FROM model_files
+            WHERE batch_size = ? AND (? OR coalesce(family, '') != '{DESIGN_SPACE_FAMILY}') ORDER BY variant_id""",
+        [batch, hase.profile().time_design_probes],
     )
     if models.empty:
         raise dg.Failure(f"no ONNX models for batch size {batch}: materialize onnx_models first")

@@ -180,6 +180,7 @@ def test_held_out_model_is_measured_but_never_trained_on(trained: dict) -> None:
     assert "squeezenet1_1" not in ",".join(rows["architecture"])
     models = store.query("SELECT DISTINCT variant_id FROM model_benchmarks")["variant_id"]
     assert "squeezenet1_1_i64_b1" in set(models)
+    assert "dsp_s12_i64_b1" not in set(models)  # and it is not timed whole (time_design_probes is off)
 
 
 def test_blocking_check_stops_downstream_when_mape_too_high(trained: dict) -> None:

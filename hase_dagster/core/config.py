@@ -189,6 +189,9 @@ class Profile(_Strict):
     telemetry: TelemetryOptions = TelemetryOptions()
     # Processes that analyse model variants at once (never used for timing).
     analysis_workers: PositiveInt = 1
+    # Whole-model timings of design-space probes: the composition does not use them, and on the H100
+    # they took over half of each benchmark partition (results/gpu-general/README.md). Off by default.
+    time_design_probes: bool = False
 
     @model_validator(mode="after")
     def _unique_model_names(self) -> Profile:
