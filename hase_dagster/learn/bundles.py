@@ -44,7 +44,6 @@ from hase_dagster.analysis.precision import detect_precision
 from hase_dagster.core.documents import load_versioned_json
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
-from hase_dagster.core.onnx_structure import load_structure
 from hase_dagster.core.paths import SHIPPED_BUNDLES, DataPaths
 from hase_dagster.learn.estimators import Boosted, dumps
 from hase_dagster.learn.predict import ModelPrediction, predict_model_under
@@ -189,11 +188,8 @@ class Bundle:
         key = (str(path.resolve()), batch_size)
         if key not in self._kernel_cache:
             from hase_dagster.analysis.static_detect import detect_at
-            from hase_dagster.learn.predict_file import BatchedModel
 
-            model = self._models.get(key[0])
-            if model is None:
-                model = self._models[key[0]] = BatchedModel.load(path)
+            model = self._model(path)
             if model.fixed_batch is not None:
                 model.at(batch_size)  # refuses another batch size (a fixed-batch model is not changed)
             structure = self.structure_of(model)
@@ -201,6 +197,15 @@ class Bundle:
             detection = detect_at(structure, batch_size if model.fixed_batch is None else None, self.rules, path.stem)
             self._kernel_cache[key] = (detection.kernels, dict(detection.coverage))
         return self._kernel_cache[key]
+
+    def _model(self, path: Path) -> BatchedModel:
+        """``path`` read once (its structure, not its large weights) for the life of the bundle object."""
+        from hase_dagster.learn.predict_file import BatchedModel
+
+        key = str(path.resolve())
+        if key not in self._models:
+            self._models[key] = BatchedModel.load(path)
+        return self._models[key]
 
     def structure_of(self, model: BatchedModel) -> GraphStructure:
         """The :class:`GraphStructure` of ``model`` (as read, its batch not set), read once per graph
@@ -245,8 +250,14 @@ class Bundle:
         regressor, composition = self.predictor.regressor, self.predictor.composition
         summary = self.summary()
         out: list[ModelPrediction] = []
+        trained_on = str(self.document["precision"])
         for path in model_files(models):
-            precision = detect_precision(load_structure(path))
+            precision = detect_precision(self._model(path).model)
+            unseen = (
+                [f"{path.name} is {precision}; bundle {self.name} was trained on {trained_on} models"]
+                if precision not in trained_on.split(",")
+                else []
+            )
             for batch in batches:
                 kernels, coverage = self.kernels(path, batch)
                 for prediction in predict_model_under(path.name, kernels, regressor, composition, resolved, batch):
@@ -254,11 +265,7 @@ class Bundle:
                     prediction.kernel_source = "static"
                     prediction.detection_coverage = coverage
                     prediction.precision = precision
-                    trained_on = str(self.document["precision"])
-                    if precision not in trained_on.split(","):
-                        prediction.warnings.append(
-                            f"{path.name} is {precision}; bundle {self.name} was trained on {trained_on} models"
-                        )
+                    prediction.warnings.extend(unseen)
                     if coverage.get("uncovered_ops"):
                         prediction.warnings.append(
                             f"static detection: no fusion rule covers {coverage['uncovered_ops']} op(s) "
@@ -572,11 +579,9 @@ def evaluation_figures(store: Warehouse, ep: str, predictor: Predictor) -> dict[
     case, as in ``learn.evaluation``."""
     import numpy as np
 
-    from hase_dagster.analysis.design_space import DESIGN_SPACE_FAMILY
-    from hase_dagster.learn.training import background_load, kernels_by_variant, measured_models
+    from hase_dagster.learn.training import background_load, kernels_by_variant, measured_models, networks
 
-    models = measured_models(store, ep)
-    models = models[models["family"] != DESIGN_SPACE_FAMILY]
+    models = networks(measured_models(store, ep))
     kernels = kernels_by_variant(store, ep)
     cases: dict[str, list[tuple[int, float]]] = {"never_seen": [], "trained_on_all": []}
     for row in models.to_dict("records"):

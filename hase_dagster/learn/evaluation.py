@@ -23,10 +23,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hase_dagster.analysis.design_space import DESIGN_SPACE_FAMILY
 from hase_dagster.learn.memory_evaluation import evaluate_memory
 from hase_dagster.learn.predict import predict_model
-from hase_dagster.learn.training import Predictor, background_load, kernels_by_variant, measured_models, train_predictor
+from hase_dagster.learn.training import (
+    Predictor,
+    background_load,
+    kernels_by_variant,
+    measured_models,
+    networks,
+    train_predictor,
+)
 from warehouse.store import Warehouse
 
 
@@ -75,12 +81,12 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
     ``never_seen`` for held-out models."""
     models = measured_models(store, ep)
     kernels = kernels_by_variant(store, ep)
-    models = models[models["variant_id"].isin(kernels)]
+    # Design-space probes are in every predictor's training (through the store), never a case.
+    models = networks(models[models["variant_id"].isin(kernels)])
     never_seen = models["held_out"].astype(bool)
-    samples = models["family"] == DESIGN_SPACE_FAMILY
     shipped = shipped or train_predictor(store, ep)
     kind = shipped.regressor.kind
-    trained = models[~never_seen & ~samples]
+    trained = models[~never_seen]
     by_architecture = {
         a: train_predictor(store, ep, exclude_architectures={a}, kind=kind)
         for a in sorted(trained["architecture"].unique())
@@ -98,14 +104,15 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
         else {}
     )
     idle_sums = _idle_kernel_sums(store, ep)
-
-    def precisions_of_others(architecture: str) -> set[str]:
-        return set(trained.loc[trained["architecture"] != architecture, "precision"])
+    # The precisions the other training architectures have, per architecture.
+    precisions_of_others = {
+        a: set(trained.loc[trained["architecture"] != a, "precision"]) for a in trained["architecture"].unique()
+    }
 
     flops = {v: float(sum(k.flops for k in ks)) for v, ks in kernels.items()}
     rows = []
     predictions = {}
-    for row in models[~samples].to_dict("records"):
+    for row in models.to_dict("records"):
         load = background_load(row)
         variant, level = row["variant_id"], float(row["stress_level"])
         others = trained[
@@ -123,7 +130,7 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
             if row["held_out"]
             else [("trained_on_all", shipped), ("held_out_architecture", by_architecture[row["architecture"]])]
         )
-        if row["precision"] not in precisions_of_others(row["architecture"]) and not row["held_out"]:
+        if not row["held_out"] and row["precision"] not in precisions_of_others[row["architecture"]]:
             # Left out with its architecture, its precision is left out too: another question than a
             # new architecture (kernels of a precision never seen), reported apart.
             settings = [("trained_on_all", shipped), ("unseen_precision", by_architecture[row["architecture"]])]

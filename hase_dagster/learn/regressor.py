@@ -13,7 +13,7 @@ whole model architectures (no kernel instance of the test architecture in traini
 from __future__ import annotations
 
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -167,8 +167,8 @@ def _train(
     ops = sorted(frame["op"].unique())
     # The precision features only where the rows hold more than fp32 models: on fp32 tables they
     # would only change which columns the trees sample, so fp32 predictors stay as they were.
-    precisions = set(",".join(rows["model_precisions"].dropna()).split(",")) if "model_precisions" in rows else set()
-    numeric = [c for c in numeric_columns(load_fields) if precisions - {"fp32", ""} or c not in PRECISION_FEATURES]
+    beyond_fp32 = names_in(rows, "model_precisions") - {"fp32"}
+    numeric = [c for c in numeric_columns(load_fields) if beyond_fp32 or c not in PRECISION_FEATURES]
     x = as_matrix(frame, families, ops, load_fields, numeric)
     layout = FeatureLayout({name: i for i, name in enumerate(numeric)}, len(numeric), families, ops)
     models: dict[str, Estimator] = {}
@@ -291,9 +291,7 @@ def _held_out_architectures(
     import pandas as pd
 
     members = rows["architecture"].str.split(",")
-    samples = (
-        set(",".join(rows["sample_architectures"].dropna()).split(",")) if "sample_architectures" in rows else set()
-    )
+    samples = names_in(rows, "sample_architectures")
     model_precisions = (
         rows["model_precisions"].fillna("fp32").str.split(",")
         if "model_precisions" in rows
@@ -325,6 +323,18 @@ def _held_out_architectures(
             "rows": len(measured),
         }
     return results
+
+
+def names_in(rows: pd.DataFrame, column: str) -> set[str]:
+    """Every name in ``rows[column]``, a column of comma-separated names (none where it is missing)."""
+    return set(",".join(rows[column].dropna()).split(",")) - {""} if column in rows else set()
+
+
+def rows_without(rows: pd.DataFrame, architectures: Iterable[str]) -> pd.DataFrame:
+    """``rows`` less every row of an instance any of ``architectures`` uses (``architecture`` is
+    comma-separated): nothing of them is seen."""
+    excluded = set(architectures)
+    return rows[~rows["architecture"].str.split(",").apply(lambda names: bool(excluded & set(names)))]
 
 
 def training_rows(store: Any, ep: str) -> pd.DataFrame:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from hase_dagster.analysis.catalog import Kernel
-from hase_dagster.learn.regressor import PRIMARY_TARGET, LatencyRegressor, train_regressor
+from hase_dagster.learn.regressor import PRIMARY_TARGET, LatencyRegressor, rows_without, train_regressor
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,9 @@ def committee(
     Returns:
         The members, one per family that leaves rows to train on.
     """
-    names = rows["architecture"].str.split(",")
     members = []
     for family in sorted(set(families.values())):
-        left_out = {a for a, f in families.items() if f == family}
-        kept = rows[~names.apply(lambda used, out=left_out: bool(out & set(used)))].reset_index(drop=True)
+        kept = rows_without(rows, {a for a, f in families.items() if f == family}).reset_index(drop=True)
         if len(kept) and len(kept) < len(rows):
             members.append(train_regressor(kept, ep, kind=kind))
     return members

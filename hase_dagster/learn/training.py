@@ -18,7 +18,7 @@ from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
 from hase_dagster.core.paths import DataPaths
 from hase_dagster.learn.estimators import dumps
 from hase_dagster.learn.predict import Composition, Sums, model_sums
-from hase_dagster.learn.regressor import LatencyRegressor, train_regressor, training_rows
+from hase_dagster.learn.regressor import LatencyRegressor, rows_without, train_regressor, training_rows
 
 if TYPE_CHECKING:  # loading a predictor (``hase predict --predictor``) imports neither pandas nor DuckDB
     import pandas as pd
@@ -150,6 +150,13 @@ def measured_models(store: Warehouse, ep: str) -> pd.DataFrame:
     return models
 
 
+def networks(models: pd.DataFrame) -> pd.DataFrame:
+    """``models`` (:func:`measured_models` rows) less design-space probes: a probe (a stem, a cell and
+    a head) is a carrier of sampled kernels, no network a user runs, so it is no case of an evaluation
+    and does not fit the composition."""
+    return models[models["family"] != DESIGN_SPACE_FAMILY]
+
+
 def background_load(row: dict[str, Any] | pd.Series) -> dict[str, float]:
     """The background metrics of a benchmark row, by field name (missing ones left out)."""
     import pandas as pd
@@ -182,13 +189,12 @@ def train_predictor(
     models = measured_models(store, ep)
     models = models[~models["held_out"].astype(bool)]
     if excluded:
-        rows = rows[~rows["architecture"].str.split(",").apply(lambda names: bool(excluded & set(names)))]
+        rows = rows_without(rows, excluded)
         models = models[~models["architecture"].isin(excluded)]
     regressor = train_regressor(rows.reset_index(drop=True), ep, kind=kind)
-    # Design-space probes train the kernels only: a probe (a stem, a cell and a head) is no network
-    # a user runs, and hundreds of them would outweigh the real networks the composition is for.
-    networks = models[models["family"] != DESIGN_SPACE_FAMILY]
-    composition = Composition.fit(composition_points(regressor, networks, kernels_by_variant(store, ep)))
+    # Design-space probes train the kernels only: hundreds of them would outweigh the real networks
+    # the composition is for (fitted on them too, every setting got worse: results/gpu-general).
+    composition = Composition.fit(composition_points(regressor, networks(models), kernels_by_variant(store, ep)))
     return Predictor(regressor, composition)
 
 
