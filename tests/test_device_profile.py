@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -205,6 +206,16 @@ for precision, dtype, tolerance in (("fp32", torch.float32, 1e-4), ("tf32", torc
     error = ((product.float() - reference).abs().max() / reference.abs().max()).item()
     assert product.dtype == dtype and product.shape == (40, 24), (product.dtype, product.shape)
     assert error < tolerance, (precision, error)
+# TF32 with a row-major (N-major) B: gemm copies B to K-major; with k_major_b=False it does not; with a
+# K-major B already there is nothing to copy. Every way gives the product.
+a, b = torch.randn(40, 56), torch.randn(56, 24)
+assert tk.wants_k_major_b(b, "tf32") and not tk.wants_k_major_b(b, "fp32")
+assert not tk.wants_k_major_b(b.half(), "fp16") and not tk.wants_k_major_b(b.t().contiguous().t(), "tf32")
+assert tk._laid_out(b, "tf32", None).stride() == (1, 56) and tk._laid_out(b, "tf32", False).stride() == (24, 1)
+for k_major_b in (None, False):
+    for operand in (b, b.t().contiguous().t()):
+        product, _ = tk.gemm_with_config(a, operand, "tf32", 16, 16, 32, k_major_b=k_major_b)
+        assert ((product - a @ b).abs().max() / (a @ b).abs().max()).item() < 1e-4, k_major_b
 print("ok")
 """
 
@@ -242,6 +253,27 @@ def test_triton_kernels_compile_for_hopper() -> None:
     ptx = gemm.asm["ptx"]
     assert "wgmma" in ptx and "cp.async" in ptx
     assert gemm.metadata.shared == 3 * (128 * 64 + 64 * 128) * 2  # three K-slices of A and B in flight
+
+    # TF32 (fp32 inputs): B's tile goes to shared memory K-major for wgmma, so a K-major B loads in
+    # 16-byte asynchronous copies and an N-major one element by element (why gemm copies B first).
+    def tf32_copies(unit_b: str) -> dict[str, int]:
+        unit_f32 = ("stride_ak", unit_b, "stride_cn")
+        signature = {n: "*fp32" if n.endswith("_ptr") else "constexpr" if n in unit_f32 else "i32" for n in names[:12]}
+        signature.update({n: "constexpr" for n in names[12:]})
+        aligned = {(names.index(n),): [["tt.divisibility", 16]] for n in names[:12] if n not in unit_f32}
+        constants = {**dict.fromkeys(unit_f32, 1), "PRECISION": "tf32", "EVEN_K": True, "GROUP_M": 8}
+        constants.update(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32)
+        source = ASTSource(fn=tk._gemm_kernel, signature=signature, constexprs=constants, attrs=aligned)
+        ptx = triton.compile(source, target=target, options={"num_warps": 8, "num_stages": 3}).asm["ptx"]
+        assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in ptx
+        return {
+            "vector": len(re.findall(r"cp\.async\.cg\.shared\.global[^;]*0x10\b", ptx)),
+            "scalar": len(re.findall(r"cp\.async\.ca\.shared\.global[^;]*0x4\b", ptx)),
+        }
+
+    k_major, n_major = tf32_copies("stride_bk"), tf32_copies("stride_bn")
+    assert k_major["scalar"] == 0 and k_major["vector"] > 0, k_major
+    assert n_major["scalar"] > n_major["vector"] > 0, n_major
     probe_signature = {"out_ptr": "*i64", "capacity": "i32"}
     probe = triton.compile(ASTSource(fn=tk._gap_probe_kernel, signature=probe_signature), target=target)
     assert "%globaltimer" in probe.asm["ptx"]

@@ -36,6 +36,15 @@ _FLOAT_CONFIGS = [
     (64, 64, 32, 8, 4, 4),
     (32, 64, 32, 8, 4, 3),
 ]
+# TF32 products on Hopper's wgmma (BLOCK_M >= 64) read both operands K-major from shared memory, so
+# with a K-major B (see ``gemm``) the tiles load in 16-byte copies and bigger, deeper tiles pay off.
+_TF32_CONFIGS = [
+    *_FLOAT_CONFIGS,
+    (128, 256, 32, 8, 8, 3),
+    (128, 128, 64, 8, 8, 3),
+    (64, 128, 32, 8, 4, 4),
+    (64, 64, 64, 8, 4, 3),
+]
 
 
 def _configs(table: list[tuple[int, int, int, int, int, int]]) -> list[triton.Config]:
@@ -115,10 +124,11 @@ def _even_k(args: dict[str, Any]) -> bool:
     return bool(args["K"] % args["BLOCK_K"] == 0)
 
 
-# One autotuned kernel per product precision (the autotuner's cache key is (M, N, K) and the
-# inputs' dtypes, which do not tell TF32 from IEEE fp32).
+# One autotuned kernel per product precision (the autotuner's cache key is (M, N, K), B's strides
+# (its layout changes the best tiles) and the inputs' dtypes, which do not tell TF32 from IEEE fp32).
 def _autotuned(table: list[tuple[int, int, int, int, int, int]]) -> Any:
-    return triton.autotune(configs=_configs(table), key=["M", "N", "K"], do_bench=_fast_bench)(
+    key = ["M", "N", "K", "stride_bk", "stride_bn"]
+    return triton.autotune(configs=_configs(table), key=key, do_bench=_fast_bench)(
         triton.heuristics({"EVEN_K": _even_k})(_gemm_kernel)
     )
 
@@ -127,7 +137,7 @@ _half_gemm = _autotuned(_HALF_CONFIGS)
 _KERNELS = {
     "fp16": _half_gemm,
     "bf16": _half_gemm,
-    "tf32": _autotuned(_FLOAT_CONFIGS),
+    "tf32": _autotuned(_TF32_CONFIGS),
     "fp32": _autotuned(_FLOAT_CONFIGS),
 }
 
@@ -143,14 +153,31 @@ def _check(a: Any, b: Any, precision: str) -> tuple[int, int, int]:
     return int(a.shape[0]), int(b.shape[1]), int(a.shape[1])
 
 
-def gemm(a: Any, b: Any, precision: str) -> Any:
+def wants_k_major_b(b: Any, precision: str) -> bool:
+    """Whether ``gemm`` copies ``b`` to K-major before the product: for TF32 when B is N-major (rows
+    contiguous, as torch makes a (K, N) tensor). Hopper's wgmma reads TF32 operands K-major only, so
+    Triton loads an N-major B tile element by element (4-byte instead of 16-byte asynchronous copies;
+    ``tests/test_device_profile.py`` checks it in the compiled PTX) and the kernel ran at 21-62% of
+    cuBLAS from 1024^3 up on the H100. 16-bit inputs are transposed in shared memory at no such cost."""
+    return precision == "tf32" and b.stride(1) == 1 and b.shape[1] > 1
+
+
+def _laid_out(b: Any, precision: str, k_major_b: bool | None) -> Any:
+    if (wants_k_major_b(b, precision) if k_major_b is None else k_major_b) and b.stride(0) != 1:
+        return b.t().contiguous().t()
+    return b
+
+
+def gemm(a: Any, b: Any, precision: str, k_major_b: bool | None = None) -> Any:
     """``a @ b`` (torch tensors on one device) by the autotuned Triton kernel.
 
     Args:
         a: (M, K) tensor; fp16 or bf16 for those precisions, fp32 for ``tf32`` and ``fp32``.
-        b: (K, N) tensor of a's dtype.
+        b: (K, N) tensor of a's dtype, any strides.
         precision: ``fp16``, ``bf16``, ``tf32`` (fp32 inputs, TF32 tensor-core products) or ``fp32``
             (IEEE fp32 products).
+        k_major_b: copy an N-major ``b`` to K-major first (one transpose kernel, part of the call);
+            None: where ``wants_k_major_b`` says so.
 
     Returns:
         The (M, N) product in a's dtype.
@@ -158,6 +185,7 @@ def gemm(a: Any, b: Any, precision: str) -> Any:
     import torch
 
     m, n, k = _check(a, b, precision)
+    b = _laid_out(b, precision, k_major_b)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     kernel = _KERNELS[precision]
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
@@ -166,10 +194,18 @@ def gemm(a: Any, b: Any, precision: str) -> Any:
 
 
 def gemm_with_config(
-    a: Any, b: Any, precision: str, block_m: int, block_n: int, block_k: int, num_warps: int = 4, num_stages: int = 2
+    a: Any,
+    b: Any,
+    precision: str,
+    block_m: int,
+    block_n: int,
+    block_k: int,
+    num_warps: int = 4,
+    num_stages: int = 2,
+    k_major_b: bool | None = None,
 ) -> tuple[Any, Any]:
-    """``a @ b`` by the same kernel with fixed tiles (no autotuning): for tests (it runs in Triton's
-    interpreter) and for explaining a config's cost.
+    """``a @ b`` by the same kernel with fixed tiles (no autotuning), B laid out as ``gemm`` lays it
+    out: for tests (it runs in Triton's interpreter) and for explaining a config's cost.
 
     Returns:
         The product and the launched kernel (on a GPU, Triton's ``CompiledKernel``: its registers,
@@ -178,6 +214,7 @@ def gemm_with_config(
     import torch
 
     m, n, k = _check(a, b, precision)
+    b = _laid_out(b, precision, k_major_b)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
     kernel = _gemm_kernel[grid](

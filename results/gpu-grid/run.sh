@@ -7,13 +7,15 @@
 # Settings (environment): PROFILE (gpu), BATCHES ("16 64 128"), LEVELS ("0.0 0.5 1.0"), CLOCK_EVERY
 # (8: every Nth kernel checked against CUPTI, gpu profile only), BUNDLES (5: how many wheel bundles
 # the wheelhouse has), BENCHMARK_S (overrides the per-batch benchmark estimate below), SKIP_LEARNING=1
-# (leave learning to `hase evaluate-tables` on the exports).
+# (leave learning to `hase evaluate-tables` on the exports), HASE_DATA_DIR (/tmp/hd: one per profile
+# run on the same machine; its steps/ folder is what resumes), EXPORT_NAME (gpu-grid: $OUT/NAME.tar.gz).
 set -uo pipefail
 budget=${1:?budget in seconds}
 bundle=${2:-}
 started=$SECONDS
-export PYTHONPATH=/tmp/site:$PWD HASE_DATA_DIR=/tmp/hd DAGSTER_HOME=/tmp/dh PYTHONUNBUFFERED=1
-steps=/tmp/hd/steps
+export PYTHONPATH=/tmp/site:$PWD HASE_DATA_DIR=${HASE_DATA_DIR:-/tmp/hd} DAGSTER_HOME=/tmp/dh PYTHONUNBUFFERED=1
+hd=$HASE_DATA_DIR
+steps=$hd/steps
 mkdir -p /tmp/gh $steps
 # PY=.venv/bin/python (and no bundle) rehearses the steps on a machine that has the stack.
 export PY=${PY:-python3}
@@ -53,8 +55,8 @@ declare -A analysis_s=([1]=150 [4]=150 [16]=150 [64]=140 [128]=240) benchmark_s=
 # The device clock checked against CUPTI on every 8th kernel of the first batch size before any
 # benchmark uses it.
 clocks() {
-  ls /tmp/hd/kernels/cuda/*__${1}x*.onnx | awk "NR % ${CLOCK_EVERY:-8} == 1" > /tmp/hd/clock_sample.txt
-  hase cupti $(cat /tmp/hd/clock_sample.txt) --runs 30 --max-clock-error 0.15 > /tmp/hd/cupti_kernels.json
+  ls $hd/kernels/cuda/*__${1}x*.onnx | awk "NR % ${CLOCK_EVERY:-8} == 1" > $hd/clock_sample.txt
+  hase cupti $(cat $hd/clock_sample.txt) --runs 30 --max-clock-error 0.15 > $hd/cupti_kernels.json
 }
 for batch in $batches; do
   step "analysis-b$batch" "${analysis_s[$batch]}" hase materialize --profile ${PROFILE:-gpu} --stage analysis --batch-size "$batch"
@@ -68,15 +70,15 @@ for batch in $batches; do
 done
 if [ -z "${SKIP_LEARNING:-}" ]; then
   step "learning-${batches// /-}" 150 hase materialize --profile ${PROFILE:-gpu} --stage learning
-  first_batch_models=(/tmp/hd/models/*_b${batches%% *}.onnx)
-  step cupti 90 bash -c "hase cupti ${first_batch_models[*]} --runs 20 --optimization all > /tmp/hd/cupti_models.json"
+  first_batch_models=($hd/models/*_b${batches%% *}.onnx)
+  step cupti 90 bash -c "hase cupti ${first_batch_models[*]} --runs 20 --optimization all > $hd/cupti_models.json"
 fi
 
 # Every call brings back what exists so far: a machine can be taken back between calls.
 rm -rf /tmp/export && mkdir -p /tmp/export/tables
 hase report --export /tmp/export/tables > /tmp/export/benchmark_report.md
-cp /tmp/hd/reports/*/* /tmp/hd/regressors/*/predictor.schema.json /tmp/hd/cupti_*.json /tmp/export/ 2>/dev/null
+cp $hd/reports/*/* $hd/regressors/*/predictor.schema.json $hd/cupti_*.json /tmp/export/ 2>/dev/null
 cat $steps/*.log > /tmp/export/steps.log
-tar -C /tmp/export -czf "$OUT/gpu-grid.tar.gz" .
+tar -C /tmp/export -czf "$OUT/${EXPORT_NAME:-gpu-grid}.tar.gz" .
 ls /tmp/export /tmp/export/tables
 echo "steps done: $(ls $steps | grep -vc log) after $((SECONDS - started)) s"

@@ -2,11 +2,11 @@
 # Build the GPU host's offline payload: onnxruntime-gpu 1.31.1, the Dagster stack (bundle7), simpy
 # (bundle8) and the profiling wheels (transformers' and HolisticTraceAnalysis' missing pieces), installed
 # here into one folder for CPython 3.12 (the GPU image's), packed as tar.xz and split into PIECES equal
-# pieces .gpuhost/plN/payload.part.N. A device call carries at most 64 MiB with the working tree (about
-# 33 MB), so one piece of about 24 MB travels per call; the 14 wheel bundles took 14 calls, these 10.
+# pieces .gpuhost/plN/payload.part.N. A device call carries at most 64 MiB with the working tree (43 MB
+# on 2026-11-23), so one piece of about 22 MB travels per call; the 14 wheel bundles took 14 calls, these 11.
 #   bash results/gpu-payload/build.sh            # about 8 min on 2 cores (xz -9)
 set -euo pipefail
-pieces=${PIECES:-10}
+pieces=${PIECES:-11}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gh=.gpuhost
@@ -20,6 +20,8 @@ cp $gh/bundle7/*.whl $gh/bundle8/*.whl $gh/profiling/*.whl "$work/whl/"
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 "$work"/whl/*.whl
 tar -C "$work/site" -cf - . | xz -9 -T2 > "$work/payload.tar.xz"
 rm -rf $gh/pl[0-9]*
-(cd "$work" && split -n "$pieces" -d -a 1 payload.tar.xz payload.part.)
-for i in $(seq 0 $((pieces - 1))); do mkdir -p "$gh/pl$i" && mv "$work/payload.part.$i" "$gh/pl$i/"; done
+(cd "$work" && split -n "$pieces" -d -a 2 payload.tar.xz piece.)
+for i in $(seq 0 $((pieces - 1))); do
+  mkdir -p "$gh/pl$i" && mv "$work/piece.$(printf %02d "$i")" "$gh/pl$i/payload.part.$i"
+done
 du -sh $gh/pl[0-9]*
