@@ -117,3 +117,36 @@ def test_each_committee_member_trains_without_one_family(monkeypatch: pytest.Mon
     assert len(members) == 3
     # mobile out; random_nas out (i3 is shared with a residual network: left out too); residual out
     assert seen == [{"i1", "i3", "i4"}, {"i1", "i2"}, {"i2", "i4"}]
+
+
+def test_a_partition_of_probes_alone_times_their_kernels_and_no_whole_model(tmp_path: Path) -> None:
+    """A kernel-sampling round (a profile of probes only, time_design_probes off) materializes: the
+    probes' kernels are timed and model_benchmarks says it timed none, rather than failing the run."""
+    import copy
+
+    import dagster as dg
+    import yaml
+
+    from assets.analysis import analysis_assets
+    from assets.measurement import measurement_assets
+    from resources.hase import HaseResource
+    from resources.stressor import StressorResource
+    from tests.conftest import TEST_PROFILE
+
+    document = copy.deepcopy(TEST_PROFILE)
+    document["profiles"]["tiny"]["models"] = [{"name": "dsp_s12", "kind": "design_probe", "seed": 12}]
+    config = tmp_path / "hase.yaml"
+    config.write_text(yaml.safe_dump(document))
+    hase = HaseResource(config_path=str(config), data_directory=str(tmp_path / "data"))
+    resources = {"hase": hase, "stressor": StressorResource()}
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("batch_size", ["1"])
+    assert dg.materialize(analysis_assets, partition_key="1", resources=resources, instance=instance).success
+    key = dg.MultiPartitionKey({"stress_level": "0.00", "batch_size": "1"})
+    result = dg.materialize(measurement_assets, partition_key=key, resources=resources, instance=instance)
+    assert result.success
+    metadata = result.asset_materializations_for_node("model_benchmarks")[0].metadata
+    assert metadata["models"].value == 0 and metadata["design_probes_not_timed"].value == 1
+    store = hase.warehouse()
+    assert store.query("SELECT count(*) AS n FROM kernel_benchmarks WHERE status = 'ok'")["n"][0] > 0
+    assert store.query("SELECT count(*) AS n FROM model_benchmarks")["n"][0] == 0

@@ -206,13 +206,15 @@ for precision, dtype, tolerance in (("fp32", torch.float32, 1e-4), ("tf32", torc
     error = ((product.float() - reference).abs().max() / reference.abs().max()).item()
     assert product.dtype == dtype and product.shape == (40, 24), (product.dtype, product.shape)
     assert error < tolerance, (precision, error)
-# TF32 with a row-major (N-major) B: gemm copies B to K-major; with k_major_b=False it does not; with a
-# K-major B already there is nothing to copy. Every way gives the product.
+# TF32 with a row-major (N-major) B: gemm copies B to K-major for products of K_MAJOR_COPY_MIN_M rows
+# and more (not for fewer, nor for other precisions or a B already K-major); k_major_b forces either way.
 a, b = torch.randn(40, 56), torch.randn(56, 24)
-assert tk.wants_k_major_b(b, "tf32") and not tk.wants_k_major_b(b, "fp32")
-assert not tk.wants_k_major_b(b.half(), "fp16") and not tk.wants_k_major_b(b.t().contiguous().t(), "tf32")
-assert tk._laid_out(b, "tf32", None).stride() == (1, 56) and tk._laid_out(b, "tf32", False).stride() == (24, 1)
-for k_major_b in (None, False):
+big = tk.K_MAJOR_COPY_MIN_M
+assert tk.wants_k_major_b(b, "tf32", big) and not tk.wants_k_major_b(b, "tf32", big - 1)
+assert not tk.wants_k_major_b(b, "fp32", big) and not tk.wants_k_major_b(b.half(), "fp16", big)
+assert not tk.wants_k_major_b(b.t().contiguous().t(), "tf32", big)
+assert tk._laid_out(b, "tf32", big, None).stride() == (1, 56) and tk._laid_out(b, "tf32", 40, None).stride() == (24, 1)
+for k_major_b in (None, True, False):
     for operand in (b, b.t().contiguous().t()):
         product, _ = tk.gemm_with_config(a, operand, "tf32", 16, 16, 32, k_major_b=k_major_b)
         assert ((product - a @ b).abs().max() / (a @ b).abs().max()).item() < 1e-4, k_major_b

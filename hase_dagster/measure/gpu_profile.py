@@ -224,7 +224,7 @@ def step_triton(torch: Any, timer: EventTimer, quick: bool, log: Callable[[str],
             row: dict[str, Any] = {"library": "triton", "dtype": precision, **_shape_dict(shape)}
             try:
                 a, b = _inputs(torch, precision, shape)
-                row["b_copied_k_major"] = tk.wants_k_major_b(b, precision)
+                row["b_copied_k_major"] = tk.wants_k_major_b(b, precision, shape.m)
                 t0 = time.perf_counter()
                 ours = tk.gemm(a, b, precision)
                 torch.cuda.synchronize()

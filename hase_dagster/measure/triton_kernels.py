@@ -153,17 +153,28 @@ def _check(a: Any, b: Any, precision: str) -> tuple[int, int, int]:
     return int(a.shape[0]), int(b.shape[1]), int(a.shape[1])
 
 
-def wants_k_major_b(b: Any, precision: str) -> bool:
-    """Whether ``gemm`` copies ``b`` to K-major before the product: for TF32 when B is N-major (rows
-    contiguous, as torch makes a (K, N) tensor). Hopper's wgmma reads TF32 operands K-major only, so
-    Triton loads an N-major B tile element by element (4-byte instead of 16-byte asynchronous copies;
-    ``tests/test_device_profile.py`` checks it in the compiled PTX) and the kernel ran at 21-62% of
-    cuBLAS from 1024^3 up on the H100. 16-bit inputs are transposed in shared memory at no such cost."""
-    return precision == "tf32" and b.stride(1) == 1 and b.shape[1] > 1
+# Rows of A from which copying an N-major B to K-major pays for itself in TF32: the copy costs K x N
+# element moves, the product M x N x K multiply-adds. On the H100 (results/device/tf32_layout.py) it
+# made the call 1.9-3.5x faster from M = 2048 up, no faster at 1024, and slower below and for 256-row
+# (skinny) products.
+K_MAJOR_COPY_MIN_M = 2048
 
 
-def _laid_out(b: Any, precision: str, k_major_b: bool | None) -> Any:
-    if (wants_k_major_b(b, precision) if k_major_b is None else k_major_b) and b.stride(0) != 1:
+def wants_k_major_b(b: Any, precision: str, m: int) -> bool:
+    """Whether ``gemm`` copies ``b`` to K-major before a product with ``m`` rows: for TF32 when B is
+    N-major (rows contiguous, as torch makes a (K, N) tensor) and ``m >= K_MAJOR_COPY_MIN_M``.
+
+    Hopper's wgmma reads TF32 operands K-major from shared memory, so Triton loads an N-major B tile
+    element by element (4-byte instead of 16-byte asynchronous copies; ``tests/test_device_profile.py``
+    checks the compiled PTX): on the H100 the kernel ran at 22-28% of cuBLAS from 2048^3 up on an
+    N-major B and at 84-90% on a K-major one (the layout of ``x @ W.T``, a Linear layer's product).
+    16-bit inputs are transposed in shared memory at no such cost.
+    """
+    return precision == "tf32" and b.stride(1) == 1 and b.shape[1] > 1 and m >= K_MAJOR_COPY_MIN_M
+
+
+def _laid_out(b: Any, precision: str, m: int, k_major_b: bool | None) -> Any:
+    if (wants_k_major_b(b, precision, m) if k_major_b is None else k_major_b) and b.stride(0) != 1:
         return b.t().contiguous().t()
     return b
 
@@ -185,7 +196,7 @@ def gemm(a: Any, b: Any, precision: str, k_major_b: bool | None = None) -> Any:
     import torch
 
     m, n, k = _check(a, b, precision)
-    b = _laid_out(b, precision, k_major_b)
+    b = _laid_out(b, precision, m, k_major_b)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     kernel = _KERNELS[precision]
     grid = lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
@@ -214,7 +225,7 @@ def gemm_with_config(
     import torch
 
     m, n, k = _check(a, b, precision)
-    b = _laid_out(b, precision, k_major_b)
+    b = _laid_out(b, precision, m, k_major_b)
     c = torch.empty((m, n), device=a.device, dtype=a.dtype)
     grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n),)
     kernel = _gemm_kernel[grid](
