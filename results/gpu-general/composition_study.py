@@ -24,6 +24,7 @@ import pandas as pd
 import hase_dagster.learn.predict as composition
 from hase_dagster.learn.estimators import OP_GROUPS, op_group
 from hase_dagster.learn.timeslice import TimeSlicing
+from hase_dagster.learn.training import networks
 
 TABLES = Path(__file__).resolve().parent / "tables"
 # The stressor's steady GPU utilisation per stress level (wait_study.json).
@@ -72,6 +73,10 @@ def load_points() -> tuple[pd.DataFrame, list[tuple[GroupedSums, float, float]]]
     models = models[(models.ep == "cuda") & (models.status == "ok")].reset_index(drop=True)
     # By model name: the zoo grid's files predate families, and a row without one was never left out.
     models["family"] = models.model_name.map(files.dropna(subset=["family"]).groupby("model_name").family.first())
+    # The training networks only, as the composition is fitted (learn/training.py): no held-out model
+    # (its kernels are timed at idle alone) and no design-space probe (a kernel carrier, no network).
+    held_out = set(files.loc[files.held_out.astype(bool), "variant_id"])
+    models = networks(models[~models.variant_id.isin(held_out)]).reset_index(drop=True)
     by_variant = {v: g for v, g in kernels.groupby("variant_id")}
     extra = np.zeros(len(GROUPS))
     points = []
