@@ -3,7 +3,8 @@ on the merged H100 tables without FAMILY (as the leave-one-family-out setting do
 family's own kernel rows: MAPE and the time-weighted signed error per op family, per batch size, and for
 convolutions per kind (dense, depthwise, grouped: 1 < group < channels).
 
-    .venv/bin/python results/gpu-general/family_out_kernels.py random_nas [text_transformer ...]   # ~1 min each
+    .venv/bin/python results/gpu-general/family_out_kernels.py random_nas [text_transformer ...]   # ~10 s each
+    .venv/bin/python results/gpu-general/family_out_kernels.py --tables OTHER_TABLES random_nas
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ def _conv_kind(row: pd.Series) -> str:
     return "depthwise" if group > 1 and group == channels else "grouped" if group > 1 else "dense"
 
 
-def main(families: list[str]) -> None:
+def main(families: list[str], tables: Path = TABLES) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        store = import_tables(TABLES, Path(tmp) / "tables.duckdb")
+        store = import_tables(tables, Path(tmp) / "tables.duckdb")
         rows = training_rows(store, "cuda")
         files = store.query("SELECT DISTINCT model_name, family FROM model_files WHERE NOT held_out")
     family_of = {
@@ -67,4 +68,6 @@ def main(families: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["random_nas"])
+    arguments = sys.argv[1:]
+    other = Path(arguments.pop(arguments.index("--tables") + 1)) if "--tables" in arguments else TABLES
+    main([a for a in arguments if a != "--tables"] or ["random_nas"], other)
