@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -244,29 +245,27 @@ def test_triton_kernels_compile_for_hopper() -> None:
         pytest.skip("this triton has no ptxas to compile with")
     target = GPUTarget("cuda", 90, 32)
     names = tk._gemm_kernel.arg_names
-    unit = ("stride_ak", "stride_bn", "stride_cn")
-    signature = {n: "*fp16" if n.endswith("_ptr") else "constexpr" if n in unit else "i32" for n in names[:12]}
-    signature.update({n: "constexpr" for n in names[12:]})
-    aligned = {(names.index(n),): [["tt.divisibility", 16]] for n in names[:12] if n not in unit}
-    constants = {**dict.fromkeys(unit, 1), "PRECISION": "tf32", "EVEN_K": True, "GROUP_M": 8}
-    constants.update(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64)
-    source = ASTSource(fn=tk._gemm_kernel, signature=signature, constexprs=constants, attrs=aligned)
-    gemm = triton.compile(source, target=target, options={"num_warps": 8, "num_stages": 3})
+
+    def compiled(element: str, unit_b: str, block_k: int) -> Any:
+        """The GEMM for sm_90 with ``element`` pointers and ``unit_b`` B's unit stride (K- or N-major)."""
+        unit = ("stride_ak", unit_b, "stride_cn")
+        signature = {n: element if n.endswith("_ptr") else "constexpr" if n in unit else "i32" for n in names[:12]}
+        signature.update({n: "constexpr" for n in names[12:]})
+        aligned = {(names.index(n),): [["tt.divisibility", 16]] for n in names[:12] if n not in unit}
+        constants = {**dict.fromkeys(unit, 1), "PRECISION": "tf32", "EVEN_K": True, "GROUP_M": 8}
+        constants.update(BLOCK_M=128, BLOCK_N=128, BLOCK_K=block_k)
+        source = ASTSource(fn=tk._gemm_kernel, signature=signature, constexprs=constants, attrs=aligned)
+        return triton.compile(source, target=target, options={"num_warps": 8, "num_stages": 3})
+
+    gemm = compiled("*fp16", "stride_bn", 64)
     ptx = gemm.asm["ptx"]
     assert "wgmma" in ptx and "cp.async" in ptx
     assert gemm.metadata.shared == 3 * (128 * 64 + 64 * 128) * 2  # three K-slices of A and B in flight
 
     # TF32 (fp32 inputs): B's tile goes to shared memory K-major for wgmma, so a K-major B loads in
-    # 16-byte asynchronous copies and an N-major one element by element (why gemm copies B first).
+    # 16-byte asynchronous copies and an N-major one element by element (why gemm may copy B first).
     def tf32_copies(unit_b: str) -> dict[str, int]:
-        unit_f32 = ("stride_ak", unit_b, "stride_cn")
-        signature = {n: "*fp32" if n.endswith("_ptr") else "constexpr" if n in unit_f32 else "i32" for n in names[:12]}
-        signature.update({n: "constexpr" for n in names[12:]})
-        aligned = {(names.index(n),): [["tt.divisibility", 16]] for n in names[:12] if n not in unit_f32}
-        constants = {**dict.fromkeys(unit_f32, 1), "PRECISION": "tf32", "EVEN_K": True, "GROUP_M": 8}
-        constants.update(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32)
-        source = ASTSource(fn=tk._gemm_kernel, signature=signature, constexprs=constants, attrs=aligned)
-        ptx = triton.compile(source, target=target, options={"num_warps": 8, "num_stages": 3}).asm["ptx"]
+        ptx = compiled("*fp32", unit_b, 32).asm["ptx"]
         assert "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32" in ptx
         return {
             "vector": len(re.findall(r"cp\.async\.cg\.shared\.global[^;]*0x10\b", ptx)),
