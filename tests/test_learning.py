@@ -4,6 +4,7 @@ import base64
 import copy
 import json
 import struct
+from dataclasses import replace
 from pathlib import Path
 
 import dagster as dg
@@ -20,6 +21,7 @@ from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.predict import Composition, Sums, pipelined_end_ms
 from hase_dagster.learn.predict_file import resolve_load, with_batch_size
 from hase_dagster.learn.regressor import mape, training_rows, within
+from hase_dagster.learn.timeslice import TimeSlicing
 from hase_dagster.learn.training import Predictor, load_at_level, predictor_path, train_predictor
 from hase_dagster.orchestration.cli import main
 from resources.hase import HaseResource
@@ -367,6 +369,39 @@ def test_composition_fits_a_pipelined_host() -> None:
     tiny = (0.5,) + (0.002,) * 100
     unseen = Sums(0, 0.7, 0.7, 101, 0.0, idle_mean_ms=0.7, idle_kernel_ms=tiny)
     assert fitted.apply(unseen)[0] == pytest.approx(pipelined_end_ms(tiny, 0.012), rel=0.05)
+
+
+def test_a_loaded_launch_bound_run_hides_part_of_its_wait_in_its_own_dispatch_gaps() -> None:
+    """Truth: idle launch-bound latency plus a load penalty in proportion to the kernels' sum, less half
+    the launch shortfall at full load (the co-tenant runs while the GPU would wait on the host). The fit
+    finds the negative shortfall-under-load term and predicts an unseen loaded host-bound model; the
+    term can never be fitted positive."""
+    rng = np.random.default_rng(3)
+    gpu = TimeSlicing()
+    points = []
+    for _ in range(40):
+        count = int(rng.integers(10, 300))
+        kernel_ms = tuple(float(v) for v in rng.lognormal(np.log(rng.uniform(0.002, 0.2)), 0.5, count))
+        idle = sum(kernel_ms)
+        for util in (0.0, 50.0, 100.0):
+            sums = Sums(0, idle, idle, count, util, idle_mean_ms=idle, idle_kernel_ms=kernel_ms, time_slicing=gpu)
+            shortfall = sums.launch_shortfall_ms(0.010)
+            truth = idle + shortfall + util / 100 * (0.6 * idle - 0.5 * shortfall)
+            points.append((sums, truth, truth))
+    fitted = Composition.fit(points)
+    assert fitted.dispatch_ms == 0.010
+    assert fitted.mean_coefficients is not None
+    assert fitted.mean_coefficients["load_share_x_shortfall"] == pytest.approx(-0.5, abs=0.05)
+    tiny = (0.002,) * 200
+    unseen = Sums(0, 0.4, 0.4, 200, 100.0, idle_mean_ms=0.4, idle_kernel_ms=tiny, time_slicing=gpu)
+    shortfall = unseen.launch_shortfall_ms(0.010)
+    # The CPU EP does not time-slice: there the term is 0 whatever the load.
+    assert replace(unseen, time_slicing=None).values(0.010)["load_share_x_shortfall"] == 0.0
+    assert fitted.apply(unseen)[0] == pytest.approx(0.4 + shortfall + 0.6 * 0.4 - 0.5 * shortfall, rel=0.03)
+    # A load that lengthens launch-bound runs is no evidence for hiding: the term stays at its bound, 0.
+    lengthened = [(s, t + 2 * s.load_util / 100 * s.launch_shortfall_ms(0.010)) for s, t, _ in points]
+    refitted = Composition.fit([(s, t, t) for s, t in lengthened]).mean_coefficients
+    assert refitted is not None and refitted["load_share_x_shortfall"] == pytest.approx(0.0, abs=1e-9)
 
 
 def test_composition_round_trips_through_json() -> None:

@@ -76,6 +76,7 @@ class Sums:
         share = self.load_util / 100.0
         idle = self.idle_mean_ms - self.view_idle_ms
         wait_mean, wait_p90 = self.timeslice_wait_ms()
+        shortfall = self.launch_shortfall_ms(dispatch_ms)
         return {
             "idle_kernels": idle,
             "load_share_x_idle": share * idle,
@@ -84,9 +85,11 @@ class Sums:
             "per_run": 1.0,
             "view_ops": self.view_idle_ms,
             "load_share_per_run": share,
-            "launch_shortfall": self.launch_shortfall_ms(dispatch_ms),
+            "launch_shortfall": shortfall,
             "dispatch_stall": self.dispatch_stall_ms(dispatch_ms),
             "timeslice_wait": wait_mean,
+            # Time slices fill a device's idle gaps; the CPU EP's sharing is the other load terms'.
+            "load_share_x_shortfall": share * shortfall if self.time_slicing is not None else 0.0,
             "p90_kernels": self.p90_ms,
             "timeslice_wait_p90": wait_p90,
         }
@@ -188,6 +191,15 @@ MEAN_TERMS: tuple[Term, ...] = (
         1.0,
         "the mean wait for a time-slicing co-tenant (learn.timeslice): its burst on arrival and at every "
         "slice boundary the run crosses, in the busy share of its period",
+    ),
+    Term(
+        "load_share_x_shortfall",
+        -_INF,
+        0.0,
+        0.0,
+        "load share x launch shortfall on a time-slicing device (0 on the CPU EP), never positive: the "
+        "co-tenant's slices fill GPU time a launch-bound run leaves idle anyway, so part of its wait hides "
+        "in its own dispatch gaps",
     ),
 )
 P90_TERMS: tuple[Term, ...] = (
