@@ -12,8 +12,8 @@ import pandas as pd
 
 from assets.analysis import POOL, kernel_onnx, onnx_models
 from assets.partitions import measurement_partitions, stress_and_batch_of
-from hase_dagster.analysis.design_space import DESIGN_SPACE_FAMILY
 from hase_dagster.core.ort_runtime import OptimizationLevel, device_name
+from hase_dagster.learn.training import networks
 from hase_dagster.measure.benchmark import BenchmarkTarget, default_progress, run_benchmarks
 from resources.hase import HaseResource
 from resources.stressor import StressorResource
@@ -151,22 +151,19 @@ def model_benchmarks(
     context: dg.AssetExecutionContext, hase: HaseResource, stressor: StressorResource
 ) -> dg.MaterializeResult:
     _, batch = stress_and_batch_of(context)
-    # Design-space probes train kernels only: timed whole only when the profile asks.
-    models = hase.warehouse().query(
-        f"""SELECT variant_id, model_name, input_size, coalesce(precision, 'fp32') AS precision, path
-            FROM model_files
-            WHERE batch_size = ? AND (? OR coalesce(family, '') != '{DESIGN_SPACE_FAMILY}') ORDER BY variant_id""",
-        [batch, hase.profile().time_design_probes],
+    files = hase.warehouse().query(
+        """SELECT variant_id, model_name, input_size, coalesce(precision, 'fp32') AS precision, path, family
+           FROM model_files WHERE batch_size = ? ORDER BY variant_id""",
+        [batch],
     )
+    if files.empty:
+        raise dg.Failure(f"no ONNX models for batch size {batch}: materialize onnx_models first")
+    # Design-space probes train kernels only: timed whole only when the profile asks.
+    models = files if hase.profile().time_design_probes else networks(files)
     if models.empty:
-        probes = hase.warehouse().query(
-            f"SELECT count(*) AS n FROM model_files WHERE batch_size = ? AND family = '{DESIGN_SPACE_FAMILY}'", [batch]
-        )["n"][0]
-        if not probes:
-            raise dg.Failure(f"no ONNX models for batch size {batch}: materialize onnx_models first")
         # A partition of probes alone (a kernel-sampling round): nothing to time whole, and that is fine.
-        context.log.info(f"{probes} design-space probe(s) at batch {batch}, not timed whole (time_design_probes off)")
-        return dg.MaterializeResult(metadata={"models": 0, "design_probes_not_timed": int(probes)})
+        context.log.info(f"{len(files)} design-space probe(s) at batch {batch}: not timed whole (time_design_probes)")
+        return dg.MaterializeResult(metadata={"models": 0, "design_probes_not_timed": len(files)})
     targets = [
         BenchmarkTarget(
             Path(row.path),

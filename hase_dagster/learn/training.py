@@ -143,11 +143,22 @@ def measured_models(store: Warehouse, ep: str) -> pd.DataFrame:
            WHERE b.ep = ? AND b.status = 'ok' ORDER BY b.variant_id, b.stress_level""",
         [ep],
     )
+    models["family"] = family_or_inferred(models["architecture"], models["family"])
+    return models
+
+
+def family_or_inferred(names: pd.Series, families: pd.Series) -> pd.Series:
+    """``families``, with the family inferred from the zoo name where a row has none (tables exported
+    before the family column)."""
     from hase_dagster.core.config import infer_family  # here: a bundle's prediction reads no config
 
-    inferred = models["architecture"].map(lambda name: infer_family(name, "torchvision"))
-    models["family"] = models["family"].where(models["family"].notna() & (models["family"] != ""), inferred)
-    return models
+    return families.where(families.notna() & (families != ""), names.map(infer_family))
+
+
+def architecture_families(store: Warehouse) -> dict[str, str]:
+    """Each trained-on architecture (model files not held out) and its family."""
+    files = store.query("SELECT DISTINCT model_name, family FROM model_files WHERE NOT held_out")
+    return dict(zip(files["model_name"], family_or_inferred(files["model_name"], files["family"]), strict=True))
 
 
 def networks(models: pd.DataFrame) -> pd.DataFrame:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from hase_dagster.core.config import infer_family
 from hase_dagster.learn.features import feature_frame
 from hase_dagster.learn.regressor import rows_without, train_regressor, training_rows
 from hase_dagster.learn.reports import import_tables
+from hase_dagster.learn.training import architecture_families
 
 TABLES = Path(__file__).resolve().parent / "tables"
 
@@ -45,11 +45,7 @@ def main(families: list[str], tables: Path = TABLES) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = import_tables(tables, Path(tmp) / "tables.duckdb")
         rows = training_rows(store, "cuda")
-        files = store.query("SELECT DISTINCT model_name, family FROM model_files WHERE NOT held_out")
-    family_of = {
-        r.model_name: r.family if isinstance(r.family, str) and r.family else infer_family(r.model_name)
-        for r in files.itertuples()
-    }
+        family_of = architecture_families(store)
     rows = rows[rows.status == "ok"].reset_index(drop=True)
     for family in families:
         kept_index = rows_without(rows, {a for a, f in family_of.items() if f == family}).index

@@ -37,22 +37,18 @@ def main() -> None:
 
     from hase_dagster.analysis.design_space import build_probe_network, draw_probe
     from hase_dagster.analysis.zoo import trace_to_onnx
-    from hase_dagster.core.config import infer_family
     from hase_dagster.learn.bundles import load_bundle, loads_by_level
     from hase_dagster.learn.regressor import training_rows
     from hase_dagster.learn.reports import import_tables
     from hase_dagster.learn.sampling import CandidateScore, choose, committee, kernel_spreads
+    from hase_dagster.learn.training import architecture_families
 
     started = time.time()
     bundle = load_bundle(args.bundle)
     with tempfile.TemporaryDirectory() as tmp:
         store = import_tables(args.tables, Path(tmp) / "t.duckdb")
         rows = training_rows(store, "cuda")
-        files = store.query("SELECT DISTINCT model_name, family FROM model_files WHERE NOT held_out")
-        families = {
-            r.model_name: (r.family if isinstance(r.family, str) and r.family else infer_family(r.model_name))
-            for r in files.itertuples()
-        }
+        families = architecture_families(store)
         levels = loads_by_level(store, "cuda")
         loads = [levels[min(levels)], levels[max(levels)]]
         members = committee(rows, "cuda", families)
