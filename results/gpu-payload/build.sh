@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the GPU host's offline payload: onnxruntime-gpu 1.31.1, the Dagster stack (bundle7), simpy
-# (bundle8) and the profiling wheels (transformers' and HolisticTraceAnalysis' missing pieces), installed
+# and the profiling wheels (transformers' and HolisticTraceAnalysis' missing pieces), installed
 # here into one folder for CPython 3.12 (the GPU image's), packed as tar.xz and split into PIECES equal
 # pieces .gpuhost/plN/payload.part.N. A device call carries at most 64 MiB with the working tree (45 MB
 # on 2026-11-23), so one piece of about 20 MB travels per call; the 14 wheel bundles took 14 calls, these 12.
@@ -10,12 +10,14 @@ pieces=${PIECES:-12}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gh=.gpuhost
-mkdir -p "$work/site" "$work/whl"
-# The ORT wheel travels in 11 parts (bundle1..5, 1b..5b, 6); join them in order.
-cat $(find $gh/bundle{1,1b,2,2b,3,3b,4,4b,5,5b,6} -name 'onnxruntime_gpu-*.whl.part.*' | sort) \
-  > "$work/whl/onnxruntime_gpu-1.31.1-cp312-cp312-manylinux_2_28_x86_64.whl"
-cp $gh/bundle7/*.whl $gh/bundle8/*.whl $gh/profiling/*.whl "$work/whl/"
-.venv/bin/python -m pip install -q --no-deps --no-compile --target "$work/site" --python-version 3.12 \
+mkdir -p "$work/site" "$gh"
+# The wheels: onnxruntime-gpu and the Dagster stack (the shared GPU-host list), transformers' and
+# HolisticTraceAnalysis' missing pieces (results/profiling), simpy; all downloaded into one folder.
+cat ../shared/tools/gpuhost-requirements.txt results/profiling/gpuhost-requirements.txt > "$work/reqs.txt"
+grep -i '^simpy==' constraints.txt >> "$work/reqs.txt"
+BUNDLE_BYTES=2000000000 ../shared/tools/offline-wheelhouse "$work/reqs.txt" "$work/wh" ../shared/tools/gpuhost-has.txt
+mv "$work/wh/bundle1" "$work/whl"
+python3 -m pip install -q --no-deps --no-compile --target "$work/site" --python-version 3.12 \
   --implementation cp --only-binary=:all: --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
   --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 "$work"/whl/*.whl
 tar -C "$work/site" -cf - . | xz -9 -T2 > "$work/payload.tar.xz"

@@ -1,0 +1,82 @@
+"""Draw design-space probes at random within strata of cell kind (issue 11, round 3).
+
+The committee (`select_probes.py`) picks where the current regressors disagree; it did not see where a
+family held out is wrong (`family_out_kernels.md`: grouped and depthwise convolutions, large dense
+kernels at batch 1, the text encoder's attention and LayerNorm), and in two rounds it chose one
+attention probe. This draws COUNT probes per stratum uniformly at random (numpy seed SEED) among the
+probes of seeds START..START+POOL-1 that fall in it, and prints them as `hase.yaml` model entries.
+Which probes fall in a stratum is a property of the probe spec alone; no measured network is read.
+
+    .venv/bin/python results/gpu-general/design-space/draw_strata.py --start 2600 --pool 1000 --seed 2600 \
+        attention=12 grouped_conv=12 inverted_residual=6 large_dense=6
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+import numpy as np
+
+from hase_dagster.analysis.design_space import ProbeSpec, draw_probe
+
+STRATA: dict[str, Callable[[ProbeSpec], bool]] = {
+    # transformer encoder layers over the feature map's tokens (49, 196 or 784)
+    "attention": lambda p: p.cell == "attention",
+    # a plain convolution cell with 1 < groups (grouped or depthwise)
+    "grouped_conv": lambda p: p.cell == "conv" and p.groups > 1,
+    # expand 1x1, depthwise k x k (3/5/7), optional squeeze-excitation, project 1x1
+    "inverted_residual": lambda p: p.cell == "inverted_residual",
+    # dense convolutions of kernel 5 or 7, alone or as concat branches
+    "large_dense": lambda p: (p.cell == "conv" and p.groups == 1 and p.kernel >= 5)
+    or (p.cell == "concat" and max(p.branches) >= 5),
+}
+
+
+def draw(start: int, pool: int, seed: int, counts: dict[str, int]) -> dict[str, list[int]]:
+    """Probe seeds per stratum, ``counts[stratum]`` of them drawn without replacement.
+
+    Args:
+        start: first probe seed of the pool.
+        pool: how many consecutive probe seeds the pool holds.
+        seed: numpy seed of the draw.
+        counts: stratum name -> how many probes to draw from it.
+
+    Returns:
+        Stratum name -> sorted probe seeds; a probe is drawn for one stratum at most.
+    """
+    specs = [draw_probe(s) for s in range(start, start + pool)]
+    rng = np.random.default_rng(seed)
+    taken: set[int] = set()
+    chosen: dict[str, list[int]] = {}
+    for name, count in counts.items():
+        members = [p.seed for p in specs if STRATA[name](p) and p.seed not in taken]
+        if len(members) < count:
+            raise SystemExit(f"hase: error: stratum {name} has {len(members)} probes in the pool, {count} asked")
+        picked = sorted(int(s) for s in rng.choice(members, count, replace=False))
+        taken.update(picked)
+        chosen[name] = picked
+    return chosen
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--start", type=int, required=True)
+    parser.add_argument("--pool", type=int, required=True)
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("counts", nargs="+", help=f"STRATUM=COUNT; strata: {', '.join(STRATA)}")
+    args = parser.parse_args()
+    counts = {}
+    for item in args.counts:
+        name, _, count = item.partition("=")
+        if name not in STRATA or not count.isdigit():
+            raise SystemExit(f"hase: error: {item!r} is not STRATUM=COUNT with a stratum of {', '.join(STRATA)}")
+        counts[name] = int(count)
+    for name, seeds in draw(args.start, args.pool, args.seed, counts).items():
+        print(f"      # {name}")
+        for s in seeds:
+            print(f"      - {{name: dsp_s{s}, kind: design_probe, seed: {s}}}  # {draw_probe(s)}")
+
+
+if __name__ == "__main__":
+    main()
