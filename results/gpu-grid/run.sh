@@ -6,7 +6,7 @@
 # CUPTI, export) until BUDGET_S seconds have passed. Results land in $OUT.
 # Settings (environment): PROFILE (gpu), BATCHES ("16 64 128"), LEVELS ("0.0 0.5 1.0"), CLOCK_EVERY
 # (8: every Nth kernel checked against CUPTI, gpu profile only), BUNDLES (5: how many wheel bundles
-# the wheelhouse has), BENCHMARK_S (overrides the per-batch benchmark estimate below), SKIP_LEARNING=1
+# the wheelhouse has), BENCHMARK_S and ANALYSIS_S (override the per-batch estimates below), SKIP_LEARNING=1
 # (leave learning to `hase evaluate-tables` on the exports), HASE_DATA_DIR (/tmp/hd: one per profile
 # run on the same machine; its steps/ folder is what resumes), EXPORT_NAME (gpu-grid: $OUT/NAME.tar.gz).
 set -uo pipefail
@@ -59,7 +59,7 @@ clocks() {
   hase cupti $(cat $hd/clock_sample.txt) --runs 30 --max-clock-error 0.15 > $hd/cupti_kernels.json
 }
 for batch in $batches; do
-  step "analysis-b$batch" "${analysis_s[$batch]}" hase materialize --profile ${PROFILE:-gpu} --stage analysis --batch-size "$batch"
+  step "analysis-b$batch" "${ANALYSIS_S:-${analysis_s[$batch]}}" hase materialize --profile ${PROFILE:-gpu} --stage analysis --batch-size "$batch"
   if [ "$batch" = "${batches%% *}" ] && [ "${PROFILE:-gpu}" = gpu ]; then
     step clocks 90 clocks "$batch"
     [ -e "$steps/clocks" ] || { (( out_of_time )) || echo "the device clock failed its check: no benchmarks"; break; }

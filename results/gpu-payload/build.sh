@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Build the GPU host's offline payload: onnxruntime-gpu 1.31.1, the Dagster stack (bundle7), simpy
+# Build the GPU host's offline payload: onnxruntime-gpu 1.31.1, the Dagster stack, simpy
 # and the profiling wheels (transformers' and HolisticTraceAnalysis' missing pieces), installed
 # here into one folder for CPython 3.12 (the GPU image's), packed as tar.xz and split into PIECES equal
 # pieces .gpuhost/plN/payload.part.N. A device call carries at most 64 MiB with the working tree (45 MB
-# on 2026-11-23), so one piece of about 20 MB travels per call; the 14 wheel bundles took 14 calls, these 12.
+# on 2026-11-23), so one piece of about 18.5 MB travels per call (13 calls).
 #   bash results/gpu-payload/build.sh            # about 8 min on 2 cores (xz -9)
 set -euo pipefail
-pieces=${PIECES:-12}
+pieces=${PIECES:-13}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gh=.gpuhost
