@@ -404,6 +404,27 @@ def test_a_loaded_launch_bound_run_hides_part_of_its_wait_in_its_own_dispatch_ga
     assert refitted is not None and refitted["load_share_x_shortfall"] == pytest.approx(0.0, abs=1e-9)
 
 
+def test_view_ops_cost_a_model_nothing_and_an_older_fit_still_charges_them() -> None:
+    """A model aliases its view ops (Reshape, Squeeze...): their standalone time is no cost, even when
+    the training models that have views happen to measure slower. A composition fitted before the term
+    was retired still loads and applies its view coefficient."""
+    points = []
+    for i, idle in enumerate((0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)):
+        views = 0.1 * idle if i % 2 else 0.0
+        # Models with views measure 5% slower here: a fitted view term would take that as their cost.
+        truth = 1.1 * (idle - views) * (1.05 if views else 1.0) + 0.05
+        sums = Sums(0, idle, idle, 20, 0.0, idle_mean_ms=idle, view_idle_ms=views, view_mean_ms=views)
+        points.append((sums, truth, truth))
+    fitted = Composition.fit(points)
+    assert fitted.mean_coefficients is not None and "view_ops" not in fitted.mean_coefficients
+    view_heavy = Sums(0, 10.0, 10.0, 20, 0.0, idle_mean_ms=10.0, view_idle_ms=4.0, view_mean_ms=4.0)
+    without_views = replace(view_heavy, mean_ms=6.0, median_ms=6.0, p90_ms=6.0, idle_mean_ms=6.0, view_idle_ms=0.0)
+    without_views = replace(without_views, view_mean_ms=0.0)
+    assert fitted.apply(view_heavy)[0] == pytest.approx(fitted.apply(without_views)[0])
+    older = {**fitted.to_json(), "mean_coefficients": {**fitted.mean_coefficients, "view_ops": 0.5}}
+    assert Composition.from_json(older).apply(view_heavy)[0] == pytest.approx(fitted.apply(view_heavy)[0] + 2.0)
+
+
 def test_composition_round_trips_through_json() -> None:
     points = [(Sums(0, i, i, 10, 0.0, idle_mean_ms=i), 1.2 * i + 0.1, 1.5 * i) for i in (1.0, 2.0, 5.0, 9.0)]
     fitted = Composition.fit(points)

@@ -28,8 +28,9 @@ STRATA: dict[str, Callable[[ProbeSpec], bool]] = {
     # expand 1x1, depthwise k x k (3/5/7), optional squeeze-excitation, project 1x1
     "inverted_residual": lambda p: p.cell == "inverted_residual",
     # dense convolutions of kernel 5 or 7, alone or as concat branches
-    "large_dense": lambda p: (p.cell == "conv" and p.groups == 1 and p.kernel >= 5)
-    or (p.cell == "concat" and max(p.branches) >= 5),
+    "large_dense": lambda p: (
+        (p.cell == "conv" and p.groups == 1 and p.kernel >= 5) or (p.cell == "concat" and max(p.branches) >= 5)
+    ),
 }
 
 
