@@ -44,6 +44,11 @@ _TF32_CONFIGS = [
     (128, 128, 64, 8, 8, 3),
     (64, 128, 32, 8, 4, 4),
     (64, 64, 64, 8, 4, 3),
+    # Below BLOCK_M 64 Triton uses mma.sync, which reads an N-major B without wgmma's 4-byte copies: the
+    # best tiles for a row-major B at 1024^3 on the H100 (results/device/tf32_configs.py: 84% and 79%
+    # of cuBLAS, against 67% for 32x64x32).
+    (32, 256, 32, 8, 4, 3),
+    (32, 128, 64, 8, 4, 3),
 ]
 
 
