@@ -198,8 +198,10 @@ def test_a_corrupt_bundle_is_refused_in_one_line(
     elif damage == "remove":
         (bundle_copy / "predictor" / "predictor.json").unlink()
     elif damage == "document":
-        text = (bundle_copy / BUNDLE_FILE).read_text()
-        (bundle_copy / BUNDLE_FILE).write_text(text.replace('"precision": "fp32"', '"precision": "fp16"'))
+        # An edit by hand: a field changed, the checksum left as it was.
+        document = json.loads((bundle_copy / BUNDLE_FILE).read_text())
+        document["name"] = "renamed-by-hand"
+        (bundle_copy / BUNDLE_FILE).write_text(json.dumps(document))
     else:
         (bundle_copy / BUNDLE_FILE).write_text((bundle_copy / BUNDLE_FILE).read_text()[:100])
     with pytest.raises(HaseError, match=message):
