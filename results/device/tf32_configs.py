@@ -3,15 +3,16 @@ On a CUDA GPU (needs only torch with Triton: no payload):
 
     PYTHONPATH=$PWD python3 results/device/tf32_configs.py OUT_DIR
 
-At 1024^3 and for each B layout (row-major as given; K-major, the layout a copy makes), times
-``_gemm_kernel`` under every tile config of a grid (BLOCK_M 32/64/128, BLOCK_N 64/128/256, BLOCK_K
-32/64, 4 or 8 warps, 3 or 4 stages, within 200 KiB of shared memory) by the device profile's
-event timer, against ``torch.mm`` on the same operands. Writes OUT_DIR/tf32_configs.json and prints the
-five best configs per case.
+At 1024^3 and for each B layout (row-major as given; K-major, the layout a copy makes), times the
+kernel with fixed tiles (``gemm_with_config``, no autotuning) under every tile config of a grid (BLOCK_M
+32/64/128, BLOCK_N 64/128/256, BLOCK_K 32/64, 4 or 8 warps, 3 or 4 stages, within 200 KiB of shared
+memory) by the device profile's event timer, against ``torch.mm`` on the same operands. Writes
+OUT_DIR/tf32_configs.json and prints the five best configs per case.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import sys
@@ -38,17 +39,6 @@ def grid() -> list[tuple[int, int, int, int, int]]:
     return configs
 
 
-def launch(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, config: tuple[int, int, int, int, int]) -> None:
-    bm, bn, bk, warps, stages = config
-    m, k = a.shape
-    n = b.shape[1]
-    tk._gemm_kernel[(triton.cdiv(m, bm) * triton.cdiv(n, bn),)](
-        a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1),
-        PRECISION="tf32", EVEN_K=k % bk == 0, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8,
-        num_warps=warps, num_stages=stages,
-    )  # fmt: skip
-
-
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -62,19 +52,20 @@ def main(out: Path) -> None:
         copy_ms = timer.measure(lambda: b_row_major.t().contiguous(), target_ms=10)["ms"]  # noqa: B023
         print(f"{size}^3: copying B to K-major {copy_ms * 1e3:.1f} us", flush=True)
         for layout, b in (("row_major", b_row_major), ("k_major", b_row_major.t().contiguous().t())):
-            c = torch.empty(size, size, device="cuda")
             reference = torch.mm(a, b)
             cublas_ms = timer.measure(lambda: torch.mm(a, b), target_ms=20)["ms"]  # noqa: B023
             results = []
             for config in grid():
+                # B as given: no copy to K-major (the K-major case is laid out so already).
+                run = functools.partial(tk.gemm_with_config, a, b, "tf32", *config, k_major_b=False)
                 try:
-                    launch(a, b, c, config)
+                    c, _ = run()
                     torch.cuda.synchronize()
                 except Exception as failure:  # out of resources on this device: the config cannot run here
                     results.append({"config": config, "error": str(failure).splitlines()[0][:200]})
                     continue
                 error = float((c - reference).abs().max() / reference.abs().max())
-                ms = timer.measure(lambda: launch(a, b, c, config), target_ms=10)["ms"]  # noqa: B023
+                ms = timer.measure(run, target_ms=10)["ms"]
                 results.append(
                     {"config": config, "ms": ms, "pct_of_cublas": 100 * cublas_ms / ms, "max_rel_error": error}
                 )

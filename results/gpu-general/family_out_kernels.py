@@ -9,8 +9,8 @@ convolutions per kind (dense, depthwise, grouped: 1 < group < channels).
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import tempfile
 from pathlib import Path
 
@@ -64,6 +64,8 @@ def main(families: list[str], tables: Path = TABLES) -> None:
 
 
 if __name__ == "__main__":
-    arguments = sys.argv[1:]
-    other = Path(arguments.pop(arguments.index("--tables") + 1)) if "--tables" in arguments else TABLES
-    main([a for a in arguments if a != "--tables"] or ["random_nas"], other)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("families", nargs="*", default=["random_nas"])
+    parser.add_argument("--tables", type=Path, default=TABLES)
+    arguments = parser.parse_args()
+    main(arguments.families, arguments.tables)

@@ -2,9 +2,9 @@
 # Build the GPU host's offline payload: onnxruntime-gpu 1.31.1, the Dagster stack, simpy
 # and the profiling wheels (transformers' and HolisticTraceAnalysis' missing pieces), installed
 # here into one folder for CPython 3.12 (the GPU image's), packed as tar.xz and split into PIECES equal
-# pieces .gpuhost/plN/payload.part.N. A device call carries at most 64 MiB with the working tree (45 MB
-# on 2026-11-23), so one piece of about 15 MB travels per call (16 calls).
-#   bash results/gpu-payload/build.sh            # about 8 min on 2 cores (xz -9)
+# pieces .gpuhost/plN/payload.part.N. A device call carries at most 64 MiB with the working tree (49.6 MB
+# on 2026-11-23, 21:15 UTC), so one piece of about 15 MB travels per call (16 calls).
+#   bash results/gpu-payload/build.sh            # about 9 min on 2 cores (downloads, then xz -9)
 set -euo pipefail
 pieces=${PIECES:-16}
 work=$(mktemp -d)

@@ -45,6 +45,9 @@ def draw(start: int, pool: int, seed: int, counts: dict[str, int]) -> dict[str, 
 
     Returns:
         Stratum name -> sorted probe seeds; a probe is drawn for one stratum at most.
+
+    Raises:
+        ValueError: a stratum has fewer probes in the pool than asked.
     """
     specs = [draw_probe(s) for s in range(start, start + pool)]
     rng = np.random.default_rng(seed)
@@ -53,7 +56,7 @@ def draw(start: int, pool: int, seed: int, counts: dict[str, int]) -> dict[str, 
     for name, count in counts.items():
         members = [p.seed for p in specs if STRATA[name](p) and p.seed not in taken]
         if len(members) < count:
-            raise SystemExit(f"hase: error: stratum {name} has {len(members)} probes in the pool, {count} asked")
+            raise ValueError(f"stratum {name} has {len(members)} probes in the pool, {count} asked")
         picked = sorted(int(s) for s in rng.choice(members, count, replace=False))
         taken.update(picked)
         chosen[name] = picked
@@ -71,9 +74,13 @@ def main() -> None:
     for item in args.counts:
         name, _, count = item.partition("=")
         if name not in STRATA or not count.isdigit():
-            raise SystemExit(f"hase: error: {item!r} is not STRATUM=COUNT with a stratum of {', '.join(STRATA)}")
+            parser.exit(2, f"hase: error: {item!r} is not STRATUM=COUNT with a stratum of {', '.join(STRATA)}\n")
         counts[name] = int(count)
-    for name, seeds in draw(args.start, args.pool, args.seed, counts).items():
+    try:
+        chosen = draw(args.start, args.pool, args.seed, counts)
+    except ValueError as error:
+        parser.exit(2, f"hase: error: {error}\n")
+    for name, seeds in chosen.items():
         print(f"      # {name}")
         for s in seeds:
             print(f"      - {{name: dsp_s{s}, kind: design_probe, seed: {s}}}  # {draw_probe(s)}")
