@@ -1,4 +1,5 @@
-"""Time the batch-1 and batch-4 whole models of the H100 tables again, with the settled model timing.
+"""Time whole models of GPU profiles with the settled model timing (by default: the H100 tables'
+batch-1 and batch-4 models again).
 
 The tables' batch-1/4 model rows were timed in each session's first 60 ms (5 warm-up runs, about 50
 timed): ``host_study.py`` found such timings of host-bound models 16.5% (mean) off a settled
@@ -10,6 +11,12 @@ at least 1 s timed), at each stress level. One Parquet file per partition goes t
 them into the tables with ``hase merge-tables``, which replaces the rows measured again.
 
     PYTHONPATH=.:/tmp/site python3 results/gpu-general/remeasure_models.py OUT [--budget-s 540]
+
+``--profiles`` and ``--batches`` time other profiles' models (the second never-seen set:
+``--profiles gpu_never_seen_2 --batches 1 16 4 64``). Partitions run batch by batch, each batch
+exported just before its first one, every level of a batch but the last of ``--levels`` first, then
+the last level for every batch (so a call that runs short leaves whole batch sizes, idle and
+loaded, behind it).
 """
 
 from __future__ import annotations
@@ -39,66 +46,80 @@ def main() -> None:
     parser.add_argument("--ep", choices=("cuda", "cpu"), default="cuda", help="cpu: a smoke test of the script")
     parser.add_argument("--only", nargs="*", default=None, help="model names to keep (default: all)")
     parser.add_argument("--levels", nargs="*", type=float, default=list(LEVELS))
+    parser.add_argument("--profiles", nargs="*", default=list(PROFILES))
+    parser.add_argument("--batches", nargs="*", type=int, default=list(BATCHES))
     args = parser.parse_args()
     started = time.monotonic()
     out = args.out / "remeasure"
     out.mkdir(parents=True, exist_ok=True)
     config = load_config()
-    profile = config.profiles[PROFILES[0]]
+    profile = config.profiles[args.profiles[0]]
     models_dir = Path(f"/tmp/remeasure-models-{args.ep}")
-    targets: dict[int, list[BenchmarkTarget]] = {batch: [] for batch in BATCHES}
-    for profile_name in PROFILES:
-        for batch in BATCHES:
-            for variant in variants(config.profiles[profile_name], batch):
-                if args.only is not None and variant.model.name not in args.only:
-                    continue
-                path = models_dir / f"{variant.variant_id}.onnx"
-                if not path.exists():
-                    export_variant(variant, models_dir, config.profiles[profile_name].opset, ep=args.ep)
-                labels = {
-                    "variant_id": variant.variant_id,
-                    "model_name": variant.model.name,
-                    "input_size": variant.input_size,
-                }
-                targets[batch].append(BenchmarkTarget(path, labels))
-    print(f"{sum(map(len, targets.values()))} models ready after {time.monotonic() - started:.0f} s", flush=True)
-    # ~4 s a model (session with the cuDNN search, 1 s warm-up, >= 1 s timed) plus the stressor's start.
-    for level in args.levels:
-        for batch in BATCHES:
-            done = out / f"model_benchmarks_{stress_level_key(level)}_b{batch}.parquet"
-            if done.exists():
-                continue
-            estimate = 4.0 * len(targets[batch]) + 20
-            if time.monotonic() - started + estimate > args.budget_s:
-                print(f"stop before stress {level} batch {batch}: {time.monotonic() - started:.0f} s used", flush=True)
-                return
-            t0 = time.monotonic()
-            with under_load(args.ep, level, profile.telemetry) as loaded:
-                rows = run_benchmarks(
-                    targets[batch],
-                    args.ep,
-                    loaded.sampler,
-                    profile.model_timing,
-                    profile.telemetry,
-                    profile.ort,
-                    level="all",
-                    measure_memory=True,
-                )
-            frame = pd.DataFrame(rows).assign(
-                stress_level=level,
-                batch_size=batch,
-                device=device_name(args.ep),
-                ep=args.ep,
-                run_id=f"remeasure-{uuid.uuid4()}",
+    targets: dict[int, list[BenchmarkTarget]] = {}
+
+    def targets_of(batch: int) -> list[BenchmarkTarget]:
+        """The batch's models, exported on first use (a call that stops early exports no more)."""
+        if batch not in targets:
+            targets[batch] = []
+            for profile_name in args.profiles:
+                for variant in variants(config.profiles[profile_name], batch):
+                    if args.only is not None and variant.model.name not in args.only:
+                        continue
+                    path = models_dir / f"{variant.variant_id}.onnx"
+                    if not path.exists():
+                        export_variant(variant, models_dir, config.profiles[profile_name].opset, ep=args.ep)
+                    labels = {
+                        "variant_id": variant.variant_id,
+                        "model_name": variant.model.name,
+                        "input_size": variant.input_size,
+                    }
+                    targets[batch].append(BenchmarkTarget(path, labels))
+            print(f"batch {batch}: {len(targets[batch])} models ready after {time.monotonic() - started:.0f} s", flush=True)
+        return targets[batch]
+
+    *first_levels, last_level = args.levels
+    partitions = [(b, level) for b in args.batches for level in first_levels] + [(b, last_level) for b in args.batches]
+    for batch, level in partitions:
+        done = out / f"model_benchmarks_{stress_level_key(level)}_b{batch}.parquet"
+        if done.exists():
+            continue
+        # ~4 s a model (session with the cuDNN search, 1 s warm-up, >= 1 s timed) plus the stressor's
+        # start, and ~3 s a model to export where the batch is not exported yet.
+        count = len(targets[batch]) if batch in targets else sum(
+            len(variants(config.profiles[p], batch)) for p in args.profiles
+        )
+        estimate = (4.0 if batch in targets else 7.0) * count + 20
+        if time.monotonic() - started + estimate > args.budget_s:
+            print(f"stop before stress {level} batch {batch}: {time.monotonic() - started:.0f} s used", flush=True)
+            return
+        batch_targets = targets_of(batch)
+        t0 = time.monotonic()
+        with under_load(args.ep, level, profile.telemetry) as loaded:
+            rows = run_benchmarks(
+                batch_targets,
+                args.ep,
+                loaded.sampler,
+                profile.model_timing,
+                profile.telemetry,
+                profile.ort,
+                level="all",
+                measure_memory=True,
             )
-            frame.to_parquet(done.with_suffix(".partial"), index=False)
-            done.with_suffix(".partial").replace(done)
-            ok = frame[frame.status == "ok"]
-            print(
-                f"stress {level} batch {batch}: {len(ok)}/{len(frame)} ok in {time.monotonic() - t0:.0f} s, "
-                f"median n {ok.n.median():.0f}",
-                flush=True,
-            )
+        frame = pd.DataFrame(rows).assign(
+            stress_level=level,
+            batch_size=batch,
+            device=device_name(args.ep),
+            ep=args.ep,
+            run_id=f"remeasure-{uuid.uuid4()}",
+        )
+        frame.to_parquet(done.with_suffix(".partial"), index=False)
+        done.with_suffix(".partial").replace(done)
+        ok = frame[frame.status == "ok"]
+        print(
+            f"stress {level} batch {batch}: {len(ok)}/{len(frame)} ok in {time.monotonic() - t0:.0f} s, "
+            f"median n {ok.n.median():.0f}",
+            flush=True,
+        )
     print(f"all partitions done after {time.monotonic() - started:.0f} s", flush=True)
 
 
