@@ -49,11 +49,50 @@ _ROW_KEYS: dict[str, tuple[str, ...]] = {
 }
 
 
-def merge_exports(sources: list[str | os.PathLike[str]], out_dir: str | os.PathLike[str]) -> dict[str, int]:
+# Whole-model timing columns that ``pool_models`` averages over sessions.
+_POOLED_TIMINGS = ("mean_ms", "median_ms", "p90_ms", "min_ms", "std_ms")
+
+
+def _pool_model_rows(merged: pd.DataFrame, frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """``frame``'s model rows, each a session mean with the rows of ``merged`` it measures again:
+    timings averaged with every session weighing the same (``sessions`` counts them), ``n`` summed,
+    the other columns the later session's."""
+    frame = frame.copy()
+    frame["sessions"] = frame["sessions"].fillna(1) if "sessions" in frame else 1
+    earlier = merged.assign(sessions=merged["sessions"].fillna(1) if "sessions" in merged else 1)
+    earlier = earlier.drop_duplicates(keys, keep="last").set_index(keys)
+    joined = frame.set_index(keys)
+    seen = joined.index.isin(earlier.index)
+    before = earlier.reindex(joined.index[seen])
+    weight_before, weight_now = before["sessions"].to_numpy(float), joined.loc[seen, "sessions"].to_numpy(float)
+    for column in _POOLED_TIMINGS:
+        if column in joined and column in before:
+            pooled = (before[column].to_numpy(float) * weight_before + joined.loc[seen, column].to_numpy(float) * weight_now)
+            joined.loc[seen, column] = pooled / (weight_before + weight_now)
+    if "n" in joined and "n" in before:
+        joined.loc[seen, "n"] = joined.loc[seen, "n"].to_numpy() + before["n"].to_numpy()
+    joined.loc[seen, "sessions"] = weight_before + weight_now
+    return joined.reset_index()
+
+
+def merge_exports(
+    sources: list[str | os.PathLike[str]], out_dir: str | os.PathLike[str], pool_models: bool = False
+) -> dict[str, int]:
     """Merge folders written by :func:`export_tables` (several GPU sessions, each a few partitions or
     models) into ``out_dir``: for every table, each later source replaces the rows it measured again
-    (same model or kernel, EP, batch size and stress level) and adds the rest. Returns the rows
-    written per table."""
+    (same model or kernel, EP, batch size and stress level) and adds the rest.
+
+    Args:
+        sources: exported folders, earliest first.
+        out_dir: where the merged tables go (may be one of ``sources``).
+        pool_models: whole-model rows measured again are averaged with the earlier ones instead of
+            replacing them, every session weighing the same: an idle host-bound model's latency moves
+            by 20-30% between H100 machines and sessions (results/gpu-general/never-seen-2), so a label
+            is the mean over the sessions that timed it.
+
+    Returns:
+        The rows written per table.
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, int] = {}
@@ -70,6 +109,8 @@ def merge_exports(sources: list[str | os.PathLike[str]], out_dir: str | os.PathL
             keys = [c for c in _ROW_KEYS[table] if c in frame.columns and c in merged.columns]
             if len(keys) != len(_ROW_KEYS[table]):
                 raise ValueError(f"{path} lacks the key columns {_ROW_KEYS[table]} of {table}")
+            if pool_models and table == "model_benchmarks":
+                frame = _pool_model_rows(merged, frame, keys)
             replaced = merged.set_index(keys).index.isin(frame.set_index(keys).index.unique())
             merged = pd.concat([merged[~replaced], frame], ignore_index=True)
         if merged is not None:

@@ -532,7 +532,7 @@ def cmd_import_tables(args: argparse.Namespace) -> int:
 def cmd_merge_tables(args: argparse.Namespace) -> int:
     from hase_dagster.learn.reports import merge_exports
 
-    for table, rows in merge_exports(args.sources, args.out).items():
+    for table, rows in merge_exports(args.sources, args.out, pool_models=args.pool_models).items():
         print(f"{table}: {rows} rows")
     return 0
 
@@ -806,6 +806,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     merge.add_argument("out", type=Path)
     merge.add_argument("sources", type=Path, nargs="+")
+    merge.add_argument(
+        "--pool-models",
+        action="store_true",
+        help="average whole-model rows measured again with the earlier ones (each session weighs the same) "
+        "instead of replacing them",
+    )
     merge.set_defaults(handler=cmd_merge_tables)
 
     exporter = commands.add_parser(
