@@ -66,3 +66,51 @@ def test_merged_exports_replace_rows_measured_again_and_keep_the_rest(tmp_path: 
     assert merged["mean_ms"].tolist() == [8.0, 1.0, 2.0, 4.1]
     with pytest.raises(ValueError, match="holds an exported table"):
         merge_exports([tmp_path / "nothing"], tmp_path / "out2")
+
+
+def test_pooled_exports_average_a_model_over_the_sessions_that_timed_it(tmp_path: Path) -> None:
+    """With ``pool_models`` a model timed again is the mean over sessions (each weighing the same, however
+    many runs it made), n sums, a model timed once keeps its row, and a third session joins the mean of two."""
+    from hase_dagster.learn.reports import merge_exports
+
+    def export(name: str, rows: list[tuple[str, float, float, int]]) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        frame = pd.DataFrame(rows, columns=["variant_id", "stress_level", "mean_ms", "n"])
+        frame.assign(ep="cuda", batch_size=1, median_ms=frame.mean_ms, p90_ms=2 * frame.mean_ms).to_parquet(
+            folder / "model_benchmarks.parquet", index=False
+        )
+        return folder
+
+    first = export("a", [("r18", 0.0, 1.0, 100), ("nas", 0.0, 3.0, 50)])
+    second = export("b", [("r18", 0.0, 2.0, 900), ("r18", 1.0, 5.0, 10)])
+    third = export("c", [("r18", 0.0, 4.0, 10)])
+    merge_exports([first, second], tmp_path / "two", pool_models=True)
+    two = pd.read_parquet(tmp_path / "two" / "model_benchmarks.parquet").set_index(["variant_id", "stress_level"])
+    assert two.loc[("r18", 0.0), ["mean_ms", "p90_ms", "n", "sessions"]].tolist() == [1.5, 3.0, 1000, 2]
+    assert two.loc[("nas", 0.0), "mean_ms"] == 3.0 and pd.isna(two.loc[("nas", 0.0), "sessions"])
+    assert two.loc[("r18", 1.0), "mean_ms"] == 5.0 and two.loc[("r18", 1.0), "sessions"] == 1
+    merge_exports([tmp_path / "two", third], tmp_path / "three", pool_models=True)
+    three = pd.read_parquet(tmp_path / "three" / "model_benchmarks.parquet").set_index(["variant_id", "stress_level"])
+    assert three.loc[("r18", 0.0), ["mean_ms", "sessions"]].tolist() == [(1.0 + 2.0 + 4.0) / 3, 3]
+    # Without pooling the later session replaces the row, as before.
+    merge_exports([first, second], tmp_path / "replaced")
+    replaced = pd.read_parquet(tmp_path / "replaced" / "model_benchmarks.parquet").set_index(["variant_id", "stress_level"])
+    assert replaced.loc[("r18", 0.0), "mean_ms"] == 2.0
+
+
+def test_tables_the_warehouse_cannot_hold_are_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An exported table with a column the warehouse lacks is a HaseError naming the file and the column,
+    and ``hase predictor export --tables`` says so in one line with exit status 2 (it printed a traceback)."""
+    from hase_dagster.core.errors import HaseError
+    from hase_dagster.learn.reports import import_tables
+    from hase_dagster.orchestration.cli import main
+
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    pd.DataFrame({"variant_id": ["r18"], "bogus": [1]}).to_parquet(folder / "model_benchmarks.parquet", index=False)
+    with pytest.raises(HaseError, match="model_benchmarks.parquet does not fit .*bogus"):
+        import_tables(folder, tmp_path / "w.duckdb")
+    assert main(["predictor", "export", "x", "--tables", str(folder), "--ep", "cuda", "--out", str(tmp_path / "b")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hase: error: ") and "bogus" in err and len(err.strip().splitlines()) == 1

@@ -44,4 +44,8 @@ ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS memory_arena VARCHAR;
 -- rows measured before the column existed are fp32.
 ALTER TABLE kernel_benchmarks ADD COLUMN IF NOT EXISTS precision VARCHAR DEFAULT 'fp32';
 ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS precision VARCHAR DEFAULT 'fp32';
+
+-- Issue 11: how many sessions a model row's timings are the mean of (`hase merge-tables --pool-models`);
+-- NULL in a row one session timed.
+ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS sessions INTEGER;
 """

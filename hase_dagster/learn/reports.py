@@ -5,7 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import duckdb
 import pandas as pd
+
+from hase_dagster.core.errors import HaseError
 
 from warehouse.store import Warehouse
 
@@ -32,9 +35,13 @@ def import_tables(tables_dir: str | os.PathLike[str], database: str | os.PathLik
     with store.connect() as connection:
         for path in sorted(Path(tables_dir).glob("*.parquet")):
             if path.stem not in EXPORT_TABLES:
-                raise ValueError(f"{path.name} is not one of the exported tables {EXPORT_TABLES}")
+                raise HaseError(f"{path.name} is not one of the exported tables {EXPORT_TABLES}")
             connection.execute(f"DELETE FROM {path.stem}")
-            connection.execute(f"INSERT INTO {path.stem} BY NAME SELECT * FROM read_parquet(?)", [str(path)])
+            try:
+                connection.execute(f"INSERT INTO {path.stem} BY NAME SELECT * FROM read_parquet(?)", [str(path)])
+            except duckdb.Error as exc:  # a column this warehouse does not know, a file that is no Parquet
+                first_line = str(exc).splitlines()[0]
+                raise HaseError(f"{path} does not fit the warehouse's {path.stem} table: {first_line}") from exc
     return store
 
 
@@ -72,6 +79,7 @@ def _pool_model_rows(merged: pd.DataFrame, frame: pd.DataFrame, keys: list[str])
     if "n" in joined and "n" in before:
         joined.loc[seen, "n"] = joined.loc[seen, "n"].to_numpy() + before["n"].to_numpy()
     joined.loc[seen, "sessions"] = weight_before + weight_now
+    joined["sessions"] = joined["sessions"].astype("Int64")
     return joined.reset_index()
 
 

@@ -532,7 +532,11 @@ def cmd_import_tables(args: argparse.Namespace) -> int:
 def cmd_merge_tables(args: argparse.Namespace) -> int:
     from hase_dagster.learn.reports import merge_exports
 
-    for table, rows in merge_exports(args.sources, args.out, pool_models=args.pool_models).items():
+    try:
+        written = merge_exports(args.sources, args.out, pool_models=args.pool_models)
+    except (OSError, ValueError) as exc:  # a missing folder, a table without its key columns
+        raise HaseError(str(exc)) from exc
+    for table, rows in written.items():
         print(f"{table}: {rows} rows")
     return 0
 
