@@ -95,11 +95,15 @@ def test_pooled_exports_average_a_model_over_the_sessions_that_timed_it(tmp_path
     assert three.loc[("r18", 0.0), ["mean_ms", "sessions"]].tolist() == [(1.0 + 2.0 + 4.0) / 3, 3]
     # Without pooling the later session replaces the row, as before.
     merge_exports([first, second], tmp_path / "replaced")
-    replaced = pd.read_parquet(tmp_path / "replaced" / "model_benchmarks.parquet").set_index(["variant_id", "stress_level"])
+    replaced = pd.read_parquet(tmp_path / "replaced" / "model_benchmarks.parquet").set_index(
+        ["variant_id", "stress_level"]
+    )
     assert replaced.loc[("r18", 0.0), "mean_ms"] == 2.0
 
 
-def test_tables_the_warehouse_cannot_hold_are_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tables_the_warehouse_cannot_hold_are_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An exported table with a column the warehouse lacks is a HaseError naming the file and the column,
     and ``hase predictor export --tables`` says so in one line with exit status 2 (it printed a traceback)."""
     from hase_dagster.core.errors import HaseError
@@ -111,6 +115,8 @@ def test_tables_the_warehouse_cannot_hold_are_refused_in_one_line(tmp_path: Path
     pd.DataFrame({"variant_id": ["r18"], "bogus": [1]}).to_parquet(folder / "model_benchmarks.parquet", index=False)
     with pytest.raises(HaseError, match="model_benchmarks.parquet does not fit .*bogus"):
         import_tables(folder, tmp_path / "w.duckdb")
-    assert main(["predictor", "export", "x", "--tables", str(folder), "--ep", "cuda", "--out", str(tmp_path / "b")]) == 2
+    assert (
+        main(["predictor", "export", "x", "--tables", str(folder), "--ep", "cuda", "--out", str(tmp_path / "b")]) == 2
+    )
     err = capsys.readouterr().err
     assert err.startswith("hase: error: ") and "bogus" in err and len(err.strip().splitlines()) == 1

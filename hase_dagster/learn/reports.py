@@ -9,7 +9,6 @@ import duckdb
 import pandas as pd
 
 from hase_dagster.core.errors import HaseError
-
 from warehouse.store import Warehouse
 
 EXPORT_TABLES = ("model_files", "kernels", "kernel_models", "kernel_benchmarks", "model_benchmarks")
@@ -74,7 +73,9 @@ def _pool_model_rows(merged: pd.DataFrame, frame: pd.DataFrame, keys: list[str])
     weight_before, weight_now = before["sessions"].to_numpy(float), joined.loc[seen, "sessions"].to_numpy(float)
     for column in _POOLED_TIMINGS:
         if column in joined and column in before:
-            pooled = (before[column].to_numpy(float) * weight_before + joined.loc[seen, column].to_numpy(float) * weight_now)
+            pooled = (
+                before[column].to_numpy(float) * weight_before + joined.loc[seen, column].to_numpy(float) * weight_now
+            )
             joined.loc[seen, column] = pooled / (weight_before + weight_now)
     if "n" in joined and "n" in before:
         joined.loc[seen, "n"] = joined.loc[seen, "n"].to_numpy() + before["n"].to_numpy()

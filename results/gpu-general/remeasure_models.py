@@ -74,7 +74,10 @@ def main() -> None:
                         "input_size": variant.input_size,
                     }
                     targets[batch].append(BenchmarkTarget(path, labels))
-            print(f"batch {batch}: {len(targets[batch])} models ready after {time.monotonic() - started:.0f} s", flush=True)
+            print(
+                f"batch {batch}: {len(targets[batch])} models ready after {time.monotonic() - started:.0f} s",
+                flush=True,
+            )
         return targets[batch]
 
     *first_levels, last_level = args.levels
@@ -85,8 +88,10 @@ def main() -> None:
             continue
         # ~4 s a model (session with the cuDNN search, 1 s warm-up, >= 1 s timed) plus the stressor's
         # start, and ~3 s a model to export where the batch is not exported yet.
-        count = len(targets[batch]) if batch in targets else sum(
-            len(variants(config.profiles[p], batch)) for p in args.profiles
+        count = (
+            len(targets[batch])
+            if batch in targets
+            else sum(len(variants(config.profiles[p], batch)) for p in args.profiles)
         )
         estimate = (4.0 if batch in targets else 7.0) * count + 20
         if time.monotonic() - started + estimate > args.budget_s:

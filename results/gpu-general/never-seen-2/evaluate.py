@@ -34,7 +34,11 @@ def timings() -> pd.DataFrame:
     for machine, folder in MACHINES.items():
         rows = pd.concat([pd.read_parquet(p) for p in (folder / "remeasure").glob("*.parquet")])
         rows = rows[(rows.status == "ok") & rows.variant_id.isin(names)]
-        columns.append(rows.set_index(["variant_id", "batch_size", "stress_level"])[["mean_ms"]].rename(columns={"mean_ms": machine}))
+        columns.append(
+            rows.set_index(["variant_id", "batch_size", "stress_level"])[["mean_ms"]].rename(
+                columns={"mean_ms": machine}
+            )
+        )
         if machine == "M1":
             columns.append(rows.set_index(["variant_id", "batch_size", "stress_level"])[["p90_ms", "model_name"]])
     return pd.concat(columns, axis=1).reset_index()
@@ -69,8 +73,22 @@ def predictions(bundle: Path, files: Path | None) -> pd.DataFrame:
         paths = sorted(files.glob(f"*_b{batch}.onnx"))
         if not paths:
             continue
-        command = [sys.executable, "-m", "hase_dagster.orchestration.cli", "predict", "--predictor", str(bundle),
-                   "--batch-size", str(batch), "--load", LOADS, "--top", "0", "--json", *map(str, paths)]
+        command = [
+            sys.executable,
+            "-m",
+            "hase_dagster.orchestration.cli",
+            "predict",
+            "--predictor",
+            str(bundle),
+            "--batch-size",
+            str(batch),
+            "--load",
+            LOADS,
+            "--top",
+            "0",
+            "--json",
+            *map(str, paths),
+        ]
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise SystemExit(f"hase: error: predict failed: {done.stderr.strip()}")
@@ -109,8 +127,10 @@ def main() -> None:
         parser.error("give --files (the set's ONNX files) or --predictions-from-host")
     measured = timings()
     measured["pooled"] = measured[list(MACHINES)].mean(axis=1)
-    cases = measured.merge(predictions(args.bundle, None if args.predictions_from_host else args.files),
-                           on=["variant_id", "batch_size", "stress_level"])
+    cases = measured.merge(
+        predictions(args.bundle, None if args.predictions_from_host else args.files),
+        on=["variant_id", "batch_size", "stress_level"],
+    )
     print(report(cases))
 
 
