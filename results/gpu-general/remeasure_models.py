@@ -91,7 +91,12 @@ def main() -> None:
         count = (
             len(targets[batch])
             if batch in targets
-            else sum(len(variants(config.profiles[p], batch)) for p in args.profiles)
+            else sum(
+                1
+                for p in args.profiles
+                for v in variants(config.profiles[p], batch)
+                if args.only is None or v.model.name in args.only
+            )
         )
         estimate = (4.0 if batch in targets else 7.0) * count + 20
         if time.monotonic() - started + estimate > args.budget_s:
