@@ -3,10 +3,10 @@
 # and the profiling wheels (transformers' and HolisticTraceAnalysis' missing pieces), installed
 # here into one folder for CPython 3.12 (the GPU image's), packed as tar.xz and split into PIECES equal
 # pieces .gpuhost/plN/payload.part.N. A device call carries at most 64 MiB with the working tree (49.6 MB
-# on 2026-11-23, 21:15 UTC), so one piece of about 15 MB travels per call (16 calls).
+# on 2026-11-23, 21:15 UTC; 52.2 MB on 2026-11-24), so one piece of about 10 MB travels per call (24 calls).
 #   bash results/gpu-payload/build.sh            # about 9 min on 2 cores (downloads, then xz -9)
 set -euo pipefail
-pieces=${PIECES:-16}
+pieces=${PIECES:-24}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gh=.gpuhost

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call on the GPU host, after results/gpu-payload/install.sh pl0 .. pl15: time the second never-seen
+# One call on the GPU host, after results/gpu-payload/install.sh pl0 .. pl23: time the second never-seen
 # set (profile gpu_never_seen_2 in hase.yaml) at batch 1/16/4/64/128, idle and at stress 1.0 first, then
 # 0.5, with results/gpu-general/remeasure_models.py (it resumes: run again until every partition is
 # done), and predict every exported file device-free with the H100 bundle (kernels by static detection,
