@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hase_dagster.analysis.zoo import export_variant, variants
+from hase_dagster.analysis.zoo import ModelVariant, export_variant, variants
 from hase_dagster.core.config import load_config, stress_level_key
 from hase_dagster.core.ort_runtime import device_name
 from hase_dagster.measure.benchmark import BenchmarkTarget, run_benchmarks
@@ -57,23 +57,29 @@ def main() -> None:
     models_dir = Path(f"/tmp/remeasure-models-{args.ep}")
     targets: dict[int, list[BenchmarkTarget]] = {}
 
+    def chosen(batch: int) -> list[tuple[str, ModelVariant]]:
+        """The batch's variants of ``--profiles`` (those ``--only`` names), each with its profile."""
+        return [
+            (name, variant)
+            for name in args.profiles
+            for variant in variants(config.profiles[name], batch)
+            if args.only is None or variant.model.name in args.only
+        ]
+
     def targets_of(batch: int) -> list[BenchmarkTarget]:
         """The batch's models, exported on first use (a call that stops early exports no more)."""
         if batch not in targets:
             targets[batch] = []
-            for profile_name in args.profiles:
-                for variant in variants(config.profiles[profile_name], batch):
-                    if args.only is not None and variant.model.name not in args.only:
-                        continue
-                    path = models_dir / f"{variant.variant_id}.onnx"
-                    if not path.exists():
-                        export_variant(variant, models_dir, config.profiles[profile_name].opset, ep=args.ep)
-                    labels = {
-                        "variant_id": variant.variant_id,
-                        "model_name": variant.model.name,
-                        "input_size": variant.input_size,
-                    }
-                    targets[batch].append(BenchmarkTarget(path, labels))
+            for profile_name, variant in chosen(batch):
+                path = models_dir / f"{variant.variant_id}.onnx"
+                if not path.exists():
+                    export_variant(variant, models_dir, config.profiles[profile_name].opset, ep=args.ep)
+                labels = {
+                    "variant_id": variant.variant_id,
+                    "model_name": variant.model.name,
+                    "input_size": variant.input_size,
+                }
+                targets[batch].append(BenchmarkTarget(path, labels))
             print(
                 f"batch {batch}: {len(targets[batch])} models ready after {time.monotonic() - started:.0f} s",
                 flush=True,
@@ -88,16 +94,7 @@ def main() -> None:
             continue
         # ~4 s a model (session with the cuDNN search, 1 s warm-up, >= 1 s timed) plus the stressor's
         # start, and ~3 s a model to export where the batch is not exported yet.
-        count = (
-            len(targets[batch])
-            if batch in targets
-            else sum(
-                1
-                for p in args.profiles
-                for v in variants(config.profiles[p], batch)
-                if args.only is None or v.model.name in args.only
-            )
-        )
+        count = len(targets[batch]) if batch in targets else len(chosen(batch))
         estimate = (4.0 if batch in targets else 7.0) * count + 20
         if time.monotonic() - started + estimate > args.budget_s:
             print(f"stop before stress {level} batch {batch}: {time.monotonic() - started:.0f} s used", flush=True)

@@ -24,7 +24,7 @@ def collect(folder: Path, known: Path | None) -> pd.DataFrame:
     if known is not None:
         files = pd.read_parquet(known / "model_files.parquet")
         rows = rows[rows.variant_id.isin(files.variant_id)]
-    return rows.assign(precision=rows.get("precision", pd.Series("fp32", index=rows.index)).fillna("fp32"))
+    return rows  # no precision column: merge-tables reads a row without one as fp32
 
 
 def main() -> int:
