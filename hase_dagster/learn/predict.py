@@ -8,11 +8,17 @@ launch-bound shortfall of kernels shorter than the host's dispatch, and the GPU 
 pipelined host dispatch (:func:`pipelined_end_ms`); view ops (aliases in a model) cost nothing. The
 coefficients are fitted on measured whole models. Under GPU time-slicing waiting is paid per model
 run, not per kernel, so a raw sum of loaded kernel times is far off.
+
+Host-clocked kernels (the CPU EP) run one after another on the calling thread: each standalone time
+includes the kernel runner's own cost per call (``host_floor_ms``), which a model pays once per run, so
+it is taken off every kernel; the GPU's launch, dispatch and time-slicing terms do not apply, and the
+per-kernel and per-run constants, which models of milliseconds cannot identify (their fitted values
+flipped sign between runs), are held at 0 and at most one floor (:data:`HOST_CLOCK_BOUNDS`).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -207,6 +213,11 @@ P90_TERMS: tuple[Term, ...] = (
     Term("p90_kernels", 0.0, _INF, 0.0, "the kernels' p90 sum"),
     Term("timeslice_wait_p90", 0.0, _INF, 0.0, "the p90 of the time-slicing wait (learn.timeslice)"),
 )
+# Host-clocked kernels (Composition.host_floor_ms > 0): the terms held at 0 (GPU-only physics, and a
+# per-kernel constant the floor already accounts for), and per_run bounded by one floor at fit time.
+HOST_CLOCK_FIXED: frozenset[str] = frozenset(
+    {"per_kernel", "launch_shortfall", "dispatch_stall", "timeslice_wait", "load_share_x_shortfall"}
+)
 # Host dispatch times tried for the launch-bound term (ms per kernel); 0 switches it off.
 DISPATCH_CANDIDATES_MS = (0.0, 0.002, 0.004, 0.006, 0.008, 0.010, 0.012, 0.016, 0.020, 0.024, 0.032)
 # Pull toward each term's prior, in units of squared relative error per (column-scaled) term.
@@ -240,35 +251,60 @@ def _relative_fit(design: np.ndarray, measured: np.ndarray, terms: tuple[Term, .
     return coefficients, error
 
 
+def host_clock_terms(terms: tuple[Term, ...], host_floor_ms: float) -> tuple[Term, ...]:
+    """``terms`` for host-clocked kernels: without :data:`HOST_CLOCK_FIXED`, per_run within one floor."""
+    return tuple(
+        replace(t, upper=host_floor_ms) if t.name == "per_run" else t for t in terms if t.name not in HOST_CLOCK_FIXED
+    )
+
+
 @dataclass
 class Composition:
-    """Bounded least squares from named kernel-sum terms to measured model mean and p90 (ms)."""
+    """Bounded least squares from named kernel-sum terms to measured model mean and p90 (ms).
+
+    ``host_floor_ms`` is 0 for device-clocked kernels (GPUs); for host-clocked ones (the CPU EP) it is
+    the kernel runner's cost per call, taken off every kernel's time before the terms are summed
+    (:func:`kernel_sums`), and the fit uses :func:`host_clock_terms`.
+    """
 
     mean_coefficients: dict[str, float] | None = None
     p90_coefficients: dict[str, float] | None = None
     dispatch_ms: float = 0.0
     fitted_on: int = 0
+    host_floor_ms: float = 0.0
 
     @classmethod
-    def fit(cls, points: list[tuple[Sums, float, float]]) -> Composition:
+    def fit(cls, points: list[tuple[Sums, float, float]], host_floor_ms: float = 0.0) -> Composition:
         """``points``: (sums, measured mean ms, measured p90 ms). Fewer than 3 points: identity.
 
         The host dispatch time of the launch-bound term is chosen among
-        :data:`DISPATCH_CANDIDATES_MS` by the mean's fit.
+        :data:`DISPATCH_CANDIDATES_MS` by the mean's fit (device-clocked kernels only).
+
+        Args:
+            points: the training models, their sums built with the same ``host_floor_ms``.
+            host_floor_ms: the runner's cost per call in host-clocked kernel times; 0 for device clocks.
+
+        Returns:
+            The fitted composition.
         """
         if len(points) < 3:
-            return cls()
+            return cls(host_floor_ms=host_floor_ms)
         sums = [s for s, _, _ in points]
         mean_ms = np.array([m for _, m, _ in points])
         p90_ms = np.array([p for _, _, p in points])
-        fits = {d: _relative_fit(_design(sums, MEAN_TERMS, d), mean_ms, MEAN_TERMS) for d in DISPATCH_CANDIDATES_MS}
+        mean_terms, p90_terms, candidates = MEAN_TERMS, P90_TERMS, DISPATCH_CANDIDATES_MS
+        if host_floor_ms > 0:
+            mean_terms, p90_terms = host_clock_terms(MEAN_TERMS, host_floor_ms), host_clock_terms(P90_TERMS, host_floor_ms)
+            candidates = (0.0,)
+        fits = {d: _relative_fit(_design(sums, mean_terms, d), mean_ms, mean_terms) for d in candidates}
         dispatch = min(fits, key=lambda d: fits[d][1])
-        p90, _ = _relative_fit(_design(sums, P90_TERMS, dispatch), p90_ms, P90_TERMS)
+        p90, _ = _relative_fit(_design(sums, p90_terms, dispatch), p90_ms, p90_terms)
         return cls(
-            {t.name: float(c) for t, c in zip(MEAN_TERMS, fits[dispatch][0])},
-            {t.name: float(c) for t, c in zip(P90_TERMS, p90)},
+            {t.name: float(c) for t, c in zip(mean_terms, fits[dispatch][0])},
+            {t.name: float(c) for t, c in zip(p90_terms, p90)},
             dispatch,
             len(points),
+            host_floor_ms,
         )
 
     def apply(self, sums: Sums) -> tuple[float, float]:
@@ -296,6 +332,7 @@ class Composition:
             data.get("p90_coefficients"),
             float(data.get("dispatch_ms", 0.0)),
             int(data.get("fitted_on", 0)),
+            float(data.get("host_floor_ms", 0.0)),  # compositions fitted before it: device-clock behaviour
         )
 
 
@@ -372,11 +409,27 @@ def idle_load(regressor: LatencyRegressor, load: dict[str, float]) -> dict[str, 
     return {**load, regressor.load_fields[0]: 0.0}
 
 
+def without_floor(predictions: list[KernelPrediction], floor_ms: float) -> list[KernelPrediction]:
+    """``predictions`` with ``floor_ms`` (the runner's cost per call) taken off each time, none below 0."""
+    if floor_ms <= 0:
+        return predictions
+    return [
+        replace(
+            p,
+            median_ms=max(p.median_ms - floor_ms, 0.0),
+            mean_ms=max(p.mean_ms - floor_ms, 0.0),
+            p90_ms=max(p.p90_ms - floor_ms, 0.0),
+        )
+        for p in predictions
+    ]
+
+
 def kernel_sums(
     predictions: list[KernelPrediction],
     load_util: float,
     idle: list[KernelPrediction],
     time_slicing: TimeSlicing | None = None,
+    host_floor_ms: float = 0.0,
 ) -> Sums:
     """The sums composition needs from kernel predictions under a load and at idle.
 
@@ -385,10 +438,12 @@ def kernel_sums(
         load_util: the device's load field under that load, in %.
         idle: the same kernels at idle.
         time_slicing: the co-tenant's time slicing on a GPU (:func:`time_slicing_of`); None on the CPU.
+        host_floor_ms: the runner's cost per call, taken off each host-clocked kernel time (0: none).
 
     Returns:
         The :class:`Sums` of one model under one load.
     """
+    predictions, idle = without_floor(predictions, host_floor_ms), without_floor(idle, host_floor_ms)
     return Sums(
         median_ms=sum(p.median_ms for p in predictions),
         mean_ms=sum(p.mean_ms for p in predictions),
@@ -410,12 +465,13 @@ def time_slicing_of(ep: str) -> TimeSlicing | None:
 
 
 def model_sums(
-    regressor: LatencyRegressor, kernels: list[Kernel], load: dict[str, float]
+    regressor: LatencyRegressor, kernels: list[Kernel], load: dict[str, float], host_floor_ms: float = 0.0
 ) -> tuple[Sums, list[KernelPrediction]]:
-    """Kernel predictions under ``load`` and the sums composition needs (with the idle sum)."""
+    """Kernel predictions under ``load`` and the sums composition needs (with the idle sum), each
+    kernel less ``host_floor_ms`` (see :func:`kernel_sums`)."""
     predictions, idle = predict_kernels_under(regressor, kernels, [load, idle_load(regressor, load)])
     util = float(load[regressor.load_fields[0]])
-    return kernel_sums(predictions, util, idle, time_slicing_of(regressor.ep)), predictions
+    return kernel_sums(predictions, util, idle, time_slicing_of(regressor.ep), host_floor_ms), predictions
 
 
 def predict_model(
@@ -451,7 +507,13 @@ def predict_model_under(
     out = []
     for i, (load, load_source) in enumerate(loads):
         predictions, idle = predicted[i], predicted[len(loads) + i]
-        sums = kernel_sums(predictions, float(load[regressor.load_fields[0]]), idle, time_slicing_of(regressor.ep))
+        sums = kernel_sums(
+            predictions,
+            float(load[regressor.load_fields[0]]),
+            idle,
+            time_slicing_of(regressor.ep),
+            composition.host_floor_ms,
+        )
         out.append(
             _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, kernels)
         )

@@ -175,15 +175,43 @@ def background_load(row: dict[str, Any] | pd.Series) -> dict[str, float]:
     return {f: float(row[f"bg_{f}"]) for f in ALL_FIELDS if f"bg_{f}" in row and pd.notna(row[f"bg_{f}"])}
 
 
+# The share of a host-clocked EP's idle kernel times below the runner's cost per call (noise: a kernel
+# cannot take less than an empty call, but a timing can read a little under it).
+HOST_FLOOR_QUANTILE = 0.01
+
+
+def host_floor_ms(store: Warehouse, ep: str) -> float:
+    """The kernel runner's own cost per call in the EP's host-clocked kernel times: the 1st percentile
+    of its idle kernel times (the cheapest kernels, Flatten or a 1x1 reorder, are an empty call).
+    0 where the kernels are device-clocked (GPU time of the kernel alone) or none is measured.
+
+    Args:
+        store: the warehouse with the EP's kernel benchmarks.
+        ep: the execution provider.
+
+    Returns:
+        The floor in ms.
+    """
+    rows = store.query(
+        "SELECT mean_ms FROM kernel_benchmarks WHERE ep = ? AND status = 'ok' AND stress_level = 0 "
+        "AND clock = 'host' AND mean_ms > 0",
+        [ep],
+    )
+    if rows.empty:
+        return 0.0
+    return float(rows["mean_ms"].quantile(HOST_FLOOR_QUANTILE))
+
+
 def composition_points(
-    regressor: LatencyRegressor, models: pd.DataFrame, kernels: dict[str, list[Kernel]]
+    regressor: LatencyRegressor, models: pd.DataFrame, kernels: dict[str, list[Kernel]], floor_ms: float = 0.0
 ) -> list[tuple[Sums, float, float]]:
+    """Each measured model's sums (kernels less ``floor_ms``) with its measured mean and p90."""
     points = []
     for row in models.to_dict("records"):
         variant_kernels = kernels.get(row["variant_id"])
         if not variant_kernels:
             continue
-        sums, _ = model_sums(regressor, variant_kernels, background_load(row))
+        sums, _ = model_sums(regressor, variant_kernels, background_load(row), floor_ms)
         points.append((sums, float(row["mean_ms"]), float(row["p90_ms"])))
     return points
 
@@ -205,7 +233,9 @@ def train_predictor(
     regressor = train_regressor(rows.reset_index(drop=True), ep, kind=kind)
     # Design-space probes train the kernels only: hundreds of them would outweigh the real networks
     # the composition is for (fitted on them too, every setting got worse: results/gpu-general).
-    composition = Composition.fit(composition_points(regressor, networks(models), kernels_by_variant(store, ep)))
+    floor = host_floor_ms(store, ep)
+    points = composition_points(regressor, networks(models), kernels_by_variant(store, ep), floor)
+    composition = Composition.fit(points, floor)
     return Predictor(regressor, composition)
 
 

@@ -9,6 +9,9 @@ Which probes fall in a stratum is a property of the probe spec alone; no measure
 
     .venv/bin/python results/gpu-general/design-space/draw_strata.py --start 2600 --pool 1000 --seed 2600 \
         attention=12 grouped_conv=12 inverted_residual=6 large_dense=6
+    # the CPU profile's probes (hase.yaml, cpu): every cell kind, cells of at most 0.2 GMAC
+    .venv/bin/python results/gpu-general/design-space/draw_strata.py --start 5000 --pool 1000 --seed 5000 \
+        --max-macs 2e8 dense_conv=3 grouped_conv=2 inverted_residual=2 concat=2 convnext=2 attention=3 mlp=2 pool=2
 """
 
 from __future__ import annotations
@@ -31,10 +34,18 @@ STRATA: dict[str, Callable[[ProbeSpec], bool]] = {
     "large_dense": lambda p: (
         (p.cell == "conv" and p.groups == 1 and p.kernel >= 5) or (p.cell == "concat" and max(p.branches) >= 5)
     ),
+    # every cell kind on its own (the CPU profile draws across all of them)
+    "dense_conv": lambda p: p.cell == "conv" and p.groups == 1,
+    "concat": lambda p: p.cell == "concat",
+    "convnext": lambda p: p.cell == "convnext",
+    "mlp": lambda p: p.cell == "mlp",
+    "pool": lambda p: p.cell == "pool",
 }
 
 
-def draw(start: int, pool: int, seed: int, counts: dict[str, int]) -> dict[str, list[int]]:
+def draw(
+    start: int, pool: int, seed: int, counts: dict[str, int], max_macs: float = float("inf")
+) -> dict[str, list[int]]:
     """Probe seeds per stratum, ``counts[stratum]`` of them drawn without replacement.
 
     Args:
@@ -42,6 +53,8 @@ def draw(start: int, pool: int, seed: int, counts: dict[str, int]) -> dict[str, 
         pool: how many consecutive probe seeds the pool holds.
         seed: numpy seed of the draw.
         counts: stratum name -> how many probes to draw from it.
+        max_macs: only probes whose cell has at most this many multiply-adds per sample (a CPU profile
+            times every kernel on one core).
 
     Returns:
         Stratum name -> sorted probe seeds; a probe is drawn for one stratum at most.
@@ -49,7 +62,7 @@ def draw(start: int, pool: int, seed: int, counts: dict[str, int]) -> dict[str, 
     Raises:
         ValueError: a stratum has fewer probes in the pool than asked.
     """
-    specs = [draw_probe(s) for s in range(start, start + pool)]
+    specs = [p for p in (draw_probe(s) for s in range(start, start + pool)) if p.cell_macs() <= max_macs]
     rng = np.random.default_rng(seed)
     taken: set[int] = set()
     chosen: dict[str, list[int]] = {}
@@ -68,6 +81,7 @@ def main() -> None:
     parser.add_argument("--start", type=int, required=True)
     parser.add_argument("--pool", type=int, required=True)
     parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--max-macs", type=float, default=float("inf"), help="cap on a cell's multiply-adds")
     parser.add_argument("counts", nargs="+", help=f"STRATUM=COUNT; strata: {', '.join(STRATA)}")
     args = parser.parse_args()
     counts = {}
@@ -77,7 +91,7 @@ def main() -> None:
             parser.exit(2, f"hase: error: {item!r} is not STRATUM=COUNT with a stratum of {', '.join(STRATA)}\n")
         counts[name] = int(count)
     try:
-        chosen = draw(args.start, args.pool, args.seed, counts)
+        chosen = draw(args.start, args.pool, args.seed, counts, args.max_macs)
     except ValueError as error:
         parser.exit(2, f"hase: error: {error}\n")
     for name, seeds in chosen.items():
