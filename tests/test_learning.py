@@ -9,6 +9,7 @@ from pathlib import Path
 
 import dagster as dg
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 
@@ -18,7 +19,7 @@ from assets.measurement import measurement_assets
 from hase_dagster.analysis.zoo import ModelVariant, export_variant
 from hase_dagster.core.config import ZooModel
 from hase_dagster.core.errors import HaseError
-from hase_dagster.learn.predict import Composition, Sums, pipelined_end_ms
+from hase_dagster.learn.predict import Composition, KernelPrediction, Sums, kernel_sums, pipelined_end_ms
 from hase_dagster.learn.predict_file import resolve_load, with_batch_size
 from hase_dagster.learn.regressor import mape, training_rows, within
 from hase_dagster.learn.timeslice import TimeSlicing
@@ -452,3 +453,62 @@ def test_evaluate_tables_with_a_kind_trains_that_kind_only(
     )
     assert "random_forest, as asked (no comparison)" in (out / "regressor.md").read_text()
     assert "held_out_family" in (out / "evaluation.md").read_text() and "never_seen" in capsys.readouterr().out
+
+
+def test_host_clocked_kernels_pay_the_runners_cost_once_per_run_not_per_kernel() -> None:
+    """On the CPU EP every standalone kernel time includes the runner's cost per call (the floor); a
+    model fitted on models of milliseconds must still predict a tiny model of many tiny kernels as the
+    sum of its kernels' own work, where the sum of standalone times is twice too slow."""
+    floor = 0.005
+    rng = np.random.default_rng(3)
+    points = []
+    for _ in range(12):
+        work = tuple(float(w) for w in rng.uniform(0.05, 2.0, size=int(rng.integers(20, 80))))
+        standalone = [
+            KernelPrediction(i, f"n{i}", "Conv", f"k{i}", w + floor, w + floor, w + floor, False)
+            for i, w in enumerate(work)
+        ]
+        sums = kernel_sums(standalone, 0.0, standalone, None, floor)
+        points.append((sums, sum(work), sum(work) * 1.1))
+    fitted = Composition.fit(points, host_floor_ms=floor)
+    assert fitted.mean_coefficients is not None and fitted.host_floor_ms == floor
+    # GPU physics and the per-kernel constant are not fitted on host clocks
+    assert not set(fitted.mean_coefficients) & {"per_kernel", "launch_shortfall", "dispatch_stall", "timeslice_wait"}
+    tiny = [
+        KernelPrediction(i, f"t{i}", "Add", f"t{i}", floor + 0.001, floor + 0.001, floor + 0.001, False)
+        for i in range(100)
+    ]
+    predicted = fitted.apply(kernel_sums(tiny, 0.0, tiny, None, fitted.host_floor_ms))[0]
+    assert predicted == pytest.approx(0.1, abs=0.006)  # 100 x 1 us, plus at most one floor per run
+    # the composition survives its JSON (a bundle), and one saved before the floor keeps device clocks
+    assert Composition.from_json(fitted.to_json()).host_floor_ms == floor
+    older = {k: v for k, v in fitted.to_json().items() if k != "host_floor_ms"}
+    assert Composition.from_json(older).host_floor_ms == 0.0
+
+
+def test_the_host_floor_is_the_cheapest_idle_host_clocked_kernels(tmp_path: Path) -> None:
+    from hase_dagster.learn.training import host_floor_ms
+
+    store = Warehouse(tmp_path / "w.duckdb")
+    # a few empty calls among real kernels, one timing a little under the floor
+    times = [0.0045] + [0.005] * 9 + [0.01 * i for i in range(1, 291)]
+    rows = pd.DataFrame(
+        {
+            "instance_id": [f"k{i}" for i in range(len(times))],
+            "family": "Conv",
+            "status": "ok",
+            "mean_ms": times,
+            "clock": "host",
+            "stress_level": 0.0,
+            "batch_size": 1,
+            "ep": "cpu",
+            "path": "k.onnx",
+            "device": "cpu",
+        }
+    )
+    store.replace_partition("kernel_benchmarks", {"ep": "cpu"}, rows)
+    assert host_floor_ms(store, "cpu") == pytest.approx(0.005, abs=2e-4)
+    gpu = rows.assign(ep="cuda", clock="device", device="gpu")
+    store.replace_partition("kernel_benchmarks", {"ep": "cuda"}, gpu)
+    assert host_floor_ms(store, "cuda") == 0.0  # device clocks: the GPU time of the kernel alone
+    assert host_floor_ms(store, "nowhere") == 0.0

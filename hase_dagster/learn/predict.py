@@ -294,7 +294,10 @@ class Composition:
         p90_ms = np.array([p for _, _, p in points])
         mean_terms, p90_terms, candidates = MEAN_TERMS, P90_TERMS, DISPATCH_CANDIDATES_MS
         if host_floor_ms > 0:
-            mean_terms, p90_terms = host_clock_terms(MEAN_TERMS, host_floor_ms), host_clock_terms(P90_TERMS, host_floor_ms)
+            mean_terms, p90_terms = (
+                host_clock_terms(MEAN_TERMS, host_floor_ms),
+                host_clock_terms(P90_TERMS, host_floor_ms),
+            )
             candidates = (0.0,)
         fits = {d: _relative_fit(_design(sums, mean_terms, d), mean_ms, mean_terms) for d in candidates}
         dispatch = min(fits, key=lambda d: fits[d][1])

@@ -65,7 +65,10 @@ class MBv3(nn.Module):
         super().__init__()
         hidden = _round8(c_in * float(rng.choice([2.5, 3, 4, 6])))
         k = int(rng.choice([1, 3, 5, 7]))
-        layers: list[nn.Module] = [ConvNormAct(c_in, hidden, 1, act=act), ConvNormAct(hidden, hidden, k, stride, hidden, act)]
+        layers: list[nn.Module] = [
+            ConvNormAct(c_in, hidden, 1, act=act),
+            ConvNormAct(hidden, hidden, k, stride, hidden, act),
+        ]
         if rng.random() < 0.5:
             layers.append(SqueezeGate(hidden, nn.Hardsigmoid if rng.random() < 0.5 else nn.Sigmoid))
         layers.append(ConvNormAct(hidden, c_out, 1, act=None))
@@ -118,7 +121,9 @@ class Inception(nn.Module):
         last = c_out - 3 * share
         self.pre = nn.MaxPool2d(3, 2, 1) if stride == 2 else nn.Identity()
         self.b1 = ConvNormAct(c_in, share, 1, act=act)
-        self.b3 = nn.Sequential(ConvNormAct(c_in, share // 2 or 8, 1, act=act), ConvNormAct(share // 2 or 8, share, 3, act=act))
+        self.b3 = nn.Sequential(
+            ConvNormAct(c_in, share // 2 or 8, 1, act=act), ConvNormAct(share // 2 or 8, share, 3, act=act)
+        )
         self.b5 = nn.Sequential(
             ConvNormAct(c_in, share // 2 or 8, 1, act=act),
             ConvNormAct(share // 2 or 8, share, 3, act=act),
@@ -137,7 +142,9 @@ class Shuffle(nn.Module):
         self.stride = stride
         half = c_out // 2
         if stride == 2 or c_in != c_out:
-            self.left = nn.Sequential(ConvNormAct(c_in, c_in, 3, stride, c_in, None), ConvNormAct(c_in, half, 1, act=act))
+            self.left = nn.Sequential(
+                ConvNormAct(c_in, c_in, 3, stride, c_in, None), ConvNormAct(c_in, half, 1, act=act)
+            )
             branch_in = c_in
         else:
             self.left = None
@@ -161,7 +168,9 @@ class Shuffle(nn.Module):
 class Tokens(nn.Module):
     def __init__(self, width: int, layers: int, heads: int) -> None:
         super().__init__()
-        layer = nn.TransformerEncoderLayer(width, heads, 2 * width, activation="gelu", batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            width, heads, 2 * width, activation="gelu", batch_first=True, norm_first=True
+        )
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -187,7 +196,13 @@ class ConvNet(nn.Module):
             if kind == "shuffle":
                 c_out = c_out // 16 * 16 or 16
             for index in range(int(rng.integers(1, 4))):
-                block = {"mbv3": MBv3, "convnext": ConvNeXt, "resnext": ResNeXt, "inception": Inception, "shuffle": Shuffle}
+                block = {
+                    "mbv3": MBv3,
+                    "convnext": ConvNeXt,
+                    "resnext": ResNeXt,
+                    "inception": Inception,
+                    "shuffle": Shuffle,
+                }
                 modules.append(block[kind](width, c_out, 2 if index == 0 else 1, rng, act))
                 width = c_out
             kinds.append(kind)
@@ -212,7 +227,9 @@ class ViT(nn.Module):
         self.embed = nn.Conv2d(3, width, patch, patch)
         tokens = (image // patch) ** 2
         self.position = nn.Parameter(torch.randn(1, tokens, width) * 0.02)
-        layer = nn.TransformerEncoderLayer(width, width // 32, 4 * width, activation="gelu", batch_first=True, norm_first=True)
+        layer = nn.TransformerEncoderLayer(
+            width, width // 32, 4 * width, activation="gelu", batch_first=True, norm_first=True
+        )
         layers = int(rng.integers(2, 5))
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(width)
