@@ -292,7 +292,8 @@ class Composition:
         sums = [s for s, _, _ in points]
         mean_ms = np.array([m for _, m, _ in points])
         p90_ms = np.array([p for _, _, p in points])
-        mean_terms, p90_terms, candidates = MEAN_TERMS, P90_TERMS, DISPATCH_CANDIDATES_MS
+        mean_terms, p90_terms = MEAN_TERMS, P90_TERMS
+        candidates: tuple[float, ...] = DISPATCH_CANDIDATES_MS
         if host_floor_ms > 0:
             mean_terms, p90_terms = (
                 host_clock_terms(MEAN_TERMS, host_floor_ms),
