@@ -1,0 +1,67 @@
+"""Score a measured checker set again with the predictor the current code trains on the data directory's
+warehouse, without timing anything: the labels come from an earlier ``hase evaluate --json``, the load
+of each stress level from the warehouse's model benchmarks (their mean background).
+
+    .venv/bin/python results/cpu-general/rescore.py LABELS.json FOLDER_OF_ONNX
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from hase_dagster.core.config import data_dir
+from hase_dagster.learn.predict import predict_model_under
+from hase_dagster.learn.predict_file import prepare_files
+from hase_dagster.learn.training import train_predictor
+from warehouse.store import Warehouse
+
+LEVELS = (0.0, 0.5, 1.0)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("labels", type=Path, help="the JSON of `hase evaluate --json`")
+    parser.add_argument("folder", type=Path, help="the ONNX files it measured")
+    args = parser.parse_args()
+    store = Warehouse(data_dir() / "hase.duckdb")
+    predictor = train_predictor(store, "cpu")
+    composition = predictor.composition
+    print(f"host floor {composition.host_floor_ms * 1000:.2f} us, terms {composition.mean_coefficients}")
+    fields = predictor.regressor.load_fields
+    background = store.query(
+        "SELECT stress_level, " + ", ".join(f"avg(bg_{f}) AS {f}" for f in fields) + " FROM model_benchmarks "
+        "WHERE status = 'ok' AND ep = 'cpu' GROUP BY 1"
+    ).set_index("stress_level")
+    measured = {
+        (c["model"], c["stress_level"]): c["measured_mean_ms"] for c in json.loads(args.labels.read_text())["cases"]
+    }
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        prepared, _ = prepare_files(sorted({args.folder / name for name, _ in measured}), "cpu", Path(tmp))
+        for model in prepared:
+            loads = [({f: float(background.loc[level, f]) for f in fields}, f"level={level}") for level in LEVELS]
+            predictions = predict_model_under(
+                model.path.name, model.kernels, predictor.regressor, composition, loads, model.batch
+            )
+            for level, prediction in zip(LEVELS, predictions):
+                label = measured[(model.path.name, level)]
+                rows.append((model.path.name, level, label, prediction.predicted_ms))
+                predicted = prediction.predicted_ms
+                print(f"{model.path.name:36s} stress {level:.1f}  measured {label:9.3f}  predicted {predicted:9.3f}")
+    error = np.array([p / m - 1 for _, _, m, p in rows]) * 100
+    small = np.array([m < 2 for _, _, m, _ in rows])
+    print(
+        f"MAPE {np.mean(abs(error)):.1f}%, within +-10% {np.mean(abs(error) <= 10) * 100:.0f}%, "
+        f"under 2 ms {np.mean(abs(error[small])):.1f}% ({small.sum()} cases), "
+        f"worst {error[np.argmax(abs(error))]:+.0f}%"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
