@@ -1,0 +1,77 @@
+"""The independent generator's networks on the H100 (timed by gpu_run.sh) against the h100 bundle's
+device-free predictions (``hase predict --predictor h100``, kernels by static detection). Prints markdown:
+MAPE, share within +-10% / +-15%, by batch size and stress level, under 2 ms, and per model.
+
+    .venv/bin/python results/cpu-general/score_gpu.py results/cpu-general/gpu results/cpu-general/gpu-small
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+
+def measured(folders: list[Path]) -> pd.DataFrame:
+    rows = [
+        r
+        for folder in folders
+        for p in sorted((folder / "timings").glob("level-*.json"))
+        for r in json.loads(p.read_text())
+    ]
+    frame = pd.DataFrame(rows)
+    return frame[frame.status == "ok"][["model", "batch_size", "stress_level", "mean_ms", "p90_ms"]]
+
+
+def predicted(folder: Path) -> pd.DataFrame:
+    rows = []
+    for path in sorted(folder.glob("predictions_b*.json")):
+        for row in json.loads(path.read_text())["predictions"]:
+            source = row["load_source"]
+            level = 0.0 if source.startswith("idle") else float(re.search(r"level=([\d.]+)", source).group(1))
+            model = Path(row["model"]).name
+            rows.append({"model": model, "stress_level": level, "predicted_ms": row["predicted_ms"]})
+    return pd.DataFrame(rows)
+
+
+def summary(frame: pd.DataFrame) -> dict[str, float]:
+    error = frame["error_pct"].abs()
+    return {
+        "cases": len(frame),
+        "MAPE %": round(error.mean(), 1),
+        "within 10 %": round((error <= 10).mean() * 100),
+        "within 15 %": round((error <= 15).mean() * 100),
+        "median signed %": round(frame["error_pct"].median(), 1),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "folders", type=Path, nargs="+", help="gpu_run.sh work folders; the first holds the predictions"
+    )
+    args = parser.parse_args()
+    frame = measured(args.folders).merge(predicted(args.folders[0]), on=["model", "stress_level"])
+    frame["error_pct"] = (frame.predicted_ms / frame.mean_ms - 1) * 100
+    frame["network"] = frame.model.str.replace(r"_i\d+_b\d+\.onnx$", "", regex=True)
+    print(pd.DataFrame([{"cases": "all", **summary(frame)}]).to_markdown(index=False))
+    for key in ("batch_size", "stress_level"):
+        table = [{key: value, **summary(group)} for value, group in frame.groupby(key)]
+        print("\n" + pd.DataFrame(table).to_markdown(index=False))
+    big = frame[frame.batch_size >= 16]
+    print("\nBatch 16 and 64 (the sizes of the first independent check):\n")
+    print(
+        pd.DataFrame(
+            [{"cases": "batch 16/64", **summary(big)}, {"cases": "under 2 ms", **summary(frame[frame.mean_ms < 2])}]
+        ).to_markdown(index=False)
+    )
+    signed = frame.pivot_table(index="network", columns=["batch_size", "stress_level"], values="error_pct").round(0)
+    print("\nSigned error, %:\n\n" + signed.to_markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
