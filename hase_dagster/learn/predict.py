@@ -538,7 +538,9 @@ def _model_prediction(
 ) -> ModelPrediction:
     warnings: list[str] = []
     mean, p90 = composition.apply(sums)
-    scale = mean / sums.mean_ms if sums.mean_ms > 0 else 1.0
+    # The kernels as listed (standalone predictions, the runner's floor included on host clocks).
+    listed_sum = sum(p.mean_ms for p in predictions)
+    scale = mean / listed_sum if listed_sum > 0 else 1.0
     by_node = {p.node_name: p.mean_ms for p in predictions}
     path_ms = critical_path_ms(kernels, by_node)
     fallback = [p for p in predictions if p.fallback]
@@ -563,7 +565,7 @@ def _model_prediction(
         predicted_ms=mean,
         p90_ms=p90,
         critical_path_ms=path_ms * scale,
-        sequential_sum_ms=sums.mean_ms,
+        sequential_sum_ms=listed_sum,
         coverage={
             "kernels": len(predictions),
             "covered": len(predictions) - len(fallback),
