@@ -13,7 +13,7 @@ Host-clocked kernels (the CPU EP) run one after another on the calling thread: e
 includes the kernel runner's own cost per call (``host_floor_ms``), which a model pays once per run, so
 it is taken off every kernel; the GPU's launch, dispatch and time-slicing terms do not apply, and the
 per-kernel and per-run constants, which models of milliseconds cannot identify (their fitted values
-flipped sign between runs), are held at 0 and at most one floor (:data:`HOST_CLOCK_BOUNDS`).
+flipped sign between runs), are held at 0 and at most one floor (:data:`HOST_CLOCK_FIXED`, :func:`host_clock_terms`).
 """
 
 from __future__ import annotations
