@@ -512,3 +512,33 @@ def test_the_host_floor_is_the_cheapest_idle_host_clocked_kernels(tmp_path: Path
     store.replace_partition("kernel_benchmarks", {"ep": "cuda"}, gpu)
     assert host_floor_ms(store, "cuda") == 0.0  # device clocks: the GPU time of the kernel alone
     assert host_floor_ms(store, "nowhere") == 0.0
+
+
+def test_the_load_at_a_level_is_the_whole_model_benchmarks_background(tmp_path: Path) -> None:
+    """The composition is fitted on whole-model rows: a level's load is their background, not the kernel
+    benchmarks' (whose window also catches the benchmark's own kernels), and the kernels' where no model
+    was benchmarked at that level."""
+    store = Warehouse(tmp_path / "w.duckdb")
+    kernel = {"instance_id": "k", "family": "Conv", "status": "ok", "mean_ms": 0.1, "batch_size": 1,
+              "ep": "cuda", "path": "k.onnx", "device": "gpu", "bg_HOST_CPU_UTIL": 3.0}  # fmt: skip
+    kernels = pd.DataFrame(
+        [
+            {**kernel, "stress_level": level, "bg_DCGM_FI_DEV_GPU_UTIL": util}
+            for level, util in ((0.0, 0.0), (0.0, 14.0), (1.0, 96.0))
+        ]
+    )
+    store.replace_partition("kernel_benchmarks", {"ep": "cuda"}, kernels)
+    model = {"variant_id": "m_b1", "model_name": "m", "input_size": 224, "status": "ok", "path": "m.onnx",
+             "batch_size": 1, "device": "gpu", "ep": "cuda", "mean_ms": 1.0}  # fmt: skip
+    failed = {**model, "status": "error", "bg_DCGM_FI_DEV_GPU_UTIL": 50.0}
+    models = pd.DataFrame(
+        [{**model, "stress_level": 0.0, "bg_DCGM_FI_DEV_GPU_UTIL": u} for u in (0.0, 0.2)]
+        + [{**failed, "stress_level": 0.0}]
+    )
+    store.replace_partition("model_benchmarks", {"ep": "cuda"}, models)
+    idle = load_at_level(store, "cuda", 0.0)
+    # The models' mean utilisation (the failed row left out); a field the models lack comes from the kernels.
+    assert idle["DCGM_FI_DEV_GPU_UTIL"] == pytest.approx(0.1) and idle["HOST_CPU_UTIL"] == 3.0
+    assert load_at_level(store, "cuda", 1.0)["DCGM_FI_DEV_GPU_UTIL"] == 96.0  # no model at 1.0: the kernels'
+    with pytest.raises(HaseError, match="never benchmarked on cuda"):
+        load_at_level(store, "cuda", 0.5)
