@@ -19,7 +19,15 @@ from assets.measurement import measurement_assets
 from hase_dagster.analysis.zoo import ModelVariant, export_variant
 from hase_dagster.core.config import ZooModel
 from hase_dagster.core.errors import HaseError
-from hase_dagster.learn.predict import Composition, KernelPrediction, Sums, kernel_sums, pipelined_end_ms
+from hase_dagster.learn.predict import (
+    HOST_BOUND_SHARE,
+    Composition,
+    KernelPrediction,
+    Sums,
+    gpu_busy_share,
+    kernel_sums,
+    pipelined_end_ms,
+)
 from hase_dagster.learn.predict_file import resolve_load, with_batch_size
 from hase_dagster.learn.regressor import mape, training_rows, within
 from hase_dagster.learn.timeslice import TimeSlicing
@@ -542,3 +550,24 @@ def test_the_load_at_a_level_is_the_whole_model_benchmarks_background(tmp_path: 
     assert load_at_level(store, "cuda", 1.0)["DCGM_FI_DEV_GPU_UTIL"] == 96.0  # no model at 1.0: the kernels'
     with pytest.raises(HaseError, match="never benchmarked on cuda"):
         load_at_level(store, "cuda", 0.5)
+
+
+def test_a_run_of_many_short_kernels_is_flagged_host_bound_and_a_long_one_is_not() -> None:
+    """gpu_busy_share: the kernels' idle sum (views apart) over the idle prediction. A composition that
+    charges 0.3 ms a run makes 20 kernels of 10 us host-bound, 20 of 1 ms not; a view is no device
+    work; host-clocked kernels (the CPU EP) and a run without device time slicing get none."""
+    composition = Composition({"loaded_kernels": 1.0, "per_run": 0.3}, {"loaded_kernels": 1.0}, 0.0, 10)
+
+    def kernels(ms: float, family: str = "Conv") -> list[KernelPrediction]:
+        return [KernelPrediction(i, f"n{i}", family, f"k{i}", ms, ms, ms, False) for i in range(20)]
+
+    short = gpu_busy_share(composition, kernels(0.01), TimeSlicing())
+    long = gpu_busy_share(composition, kernels(1.0), TimeSlicing())
+    assert short == pytest.approx(0.2 / 0.5) and short < HOST_BOUND_SHARE
+    assert long == pytest.approx(20 / 20.3) and long > HOST_BOUND_SHARE
+    with_views = kernels(1.0) + [KernelPrediction(20, "v", "Reshape", "v", 5.0, 5.0, 5.0, False)]
+    # The view adds neither device work nor predicted time (counted busy, the share would be 1).
+    assert gpu_busy_share(composition, with_views, TimeSlicing()) == pytest.approx(20 / 20.3)
+    assert gpu_busy_share(composition, kernels(1.0), None) is None
+    host_clocked = Composition(composition.mean_coefficients, composition.p90_coefficients, 0.0, 10, 0.005)
+    assert gpu_busy_share(host_clocked, kernels(1.0), TimeSlicing()) is None

@@ -218,6 +218,10 @@ P90_TERMS: tuple[Term, ...] = (
 HOST_CLOCK_FIXED: frozenset[str] = frozenset(
     {"per_kernel", "launch_shortfall", "dispatch_stall", "timeslice_wait", "load_share_x_shortfall"}
 )
+# Below this gpu_busy_share a prediction warns that the run is host-bound: on one H100 machine, settled
+# timings of such runs (batch 1 and 4 of 44 networks) moved by a median 18% between two passes minutes
+# apart, 37% of them within +-10% (results/gpu-general/gpu-time/README.md).
+HOST_BOUND_SHARE = 0.5
 # Host dispatch times tried for the launch-bound term (ms per kernel); 0 switches it off.
 DISPATCH_CANDIDATES_MS = (0.0, 0.002, 0.004, 0.006, 0.008, 0.010, 0.012, 0.016, 0.020, 0.024, 0.032)
 # Pull toward each term's prior, in units of squared relative error per (column-scaled) term.
@@ -368,6 +372,10 @@ class ModelPrediction:
     # The precision the model file was made in (``analysis.precision.detect_precision``): its kernels
     # are analysed and predicted as they are, in it. None where no file was read (zoo variants).
     precision: str | None = None
+    # Device-clocked EPs (GPUs): the share of the predicted idle run its kernels keep the device busy (their
+    # idle sum, views apart, over the idle prediction, at most 1); the rest is the host's dispatch and the
+    # per-run cost. None on host-clocked EPs. See HOST_BOUND_SHARE.
+    gpu_busy_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -508,6 +516,7 @@ def predict_model_under(
     asked = [load for load, _ in loads] + [idle_load(regressor, load) for load, _ in loads]
     predicted = predict_kernels_under(regressor, kernels, asked)
     memory = predict_peak_memory(kernels, regressor.ep)
+    busy = gpu_busy_share(composition, predicted[len(loads)], time_slicing_of(regressor.ep)) if loads else None
     out = []
     for i, (load, load_source) in enumerate(loads):
         predictions, idle = predicted[i], predicted[len(loads) + i]
@@ -521,8 +530,36 @@ def predict_model_under(
         out.append(
             _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, kernels)
         )
+        out[-1].gpu_busy_share = busy
+        if busy is not None and busy < HOST_BOUND_SHARE:
+            out[-1].warnings.append(
+                f"host-bound: its kernels keep the GPU busy {busy:.0%} of an idle run, the rest is host dispatch; "
+                "such runs' measured times move by 10-30% between timings and machines"
+            )
         out[-1].predicted_peak_memory_mb, out[-1].peak_memory = memory.total_mb, memory.to_dict()
     return out
+
+
+def gpu_busy_share(
+    composition: Composition, idle: list[KernelPrediction], time_slicing: TimeSlicing | None
+) -> float | None:
+    """The share of a predicted idle run that the model's kernels keep a device busy: their idle sum
+    (views apart) over the composition's idle prediction, at most 1.
+
+    Args:
+        composition: the fitted composition.
+        idle: every kernel predicted at idle.
+        time_slicing: the device's time slicing; None on host-clocked EPs, which get no share.
+
+    Returns:
+        The share in [0, 1], or None for host-clocked kernels (the CPU EP) and empty models.
+    """
+    if time_slicing is None or composition.host_floor_ms > 0 or not idle:
+        return None
+    sums = kernel_sums(idle, 0.0, idle, time_slicing)
+    mean, _ = composition.apply(sums)
+    busy = sums.idle_mean_ms - sums.view_idle_ms
+    return float(min(1.0, busy / mean)) if mean > 0 else None
 
 
 def _model_prediction(
