@@ -473,17 +473,9 @@ def _host_sample(built: Built) -> Callable[[], float]:
 
 def _profile_kernels(call: Callable[[], Any], calls: int) -> tuple[float | None, list[dict[str, Any]]]:
     """CUPTI kernel time per call and the kernels by total time (name, ms per call, count per call)."""
-    from torch.profiler import ProfilerActivity, profile
+    from hase_dagster.measure.cupti import profiled_events
 
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            call()
-        torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(trace))
-        events = json.loads(trace.read_text()).get("traceEvents", [])
+    events = profiled_events(call, calls)
     kernels = [e for e in events if e.get("cat") == "kernel" and "dur" in e]
     if not kernels:
         return None, []

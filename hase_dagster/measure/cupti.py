@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +21,46 @@ from hase_dagster.measure.runner import ModelRunner
 DEVICE_EVENT_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
-def device_time(path: str | os.PathLike[str], runs: int = 20, level: str = "disable") -> dict[str, Any]:
-    """Runner wall time, device-clock time and CUPTI device time (ms per run) of one model on the
-    CUDA EP."""
+def profiled_events(call: Callable[[], Any], calls: int, host: bool = False) -> list[dict[str, Any]]:
+    """The Chrome-trace events ``torch.profiler`` records over ``calls`` calls of ``call`` (the device
+    synchronized before and after): CUPTI's device events (``cat`` kernel, gpu_memcpy, gpu_memset, with
+    ``dur`` in us), and the host's too with ``host``. Once a profiler has run in a process, CUPTI's
+    callbacks slow every later kernel launch of that process (``results/gpu-general/gpu-time``): time
+    host-bound wall clocks before it.
+
+    Args:
+        call: one run (a session run, a kernel launch); its results are not kept.
+        calls: how many runs to record.
+        host: record the CPU activity as well.
+
+    Returns:
+        The trace's events.
+    """
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    loop = dict(warmup=10, min_loops=runs, max_loops=runs, max_seconds=30)
-    device_clock = ModelRunner(path, "cuda", level=level, clock="device")  # type: ignore[arg-type]
-    clocked = device_clock.time(TimingOptions(**loop, clock="device"))  # type: ignore[arg-type]
-    del device_clock
-    runner = ModelRunner(path, "cuda", level=level)  # type: ignore[arg-type]
-    wall = runner.time(TimingOptions(**loop))  # type: ignore[arg-type]
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(runs):
-            runner._run()
+    activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if host else [ProfilerActivity.CUDA]
+    torch.cuda.synchronize()
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            call()
         torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "trace.json"
         prof.export_chrome_trace(str(trace))
-        events = json.loads(trace.read_text()).get("traceEvents", [])
+        return json.loads(trace.read_text()).get("traceEvents", [])
+
+
+def device_time(path: str | os.PathLike[str], runs: int = 20, level: str = "disable") -> dict[str, Any]:
+    """Runner wall time, device-clock time and CUPTI device time (ms per run) of one model on the
+    CUDA EP."""
+    loop = dict(warmup=10, min_loops=runs, max_loops=runs, max_seconds=30)
+    device_clock = ModelRunner(path, "cuda", level=level, clock="device")  # type: ignore[arg-type]
+    clocked = device_clock.time(TimingOptions(**loop, clock="device"))
+    del device_clock
+    runner = ModelRunner(path, "cuda", level=level)  # type: ignore[arg-type]
+    wall = runner.time(TimingOptions(**loop))  # type: ignore[arg-type]
+    events = profiled_events(runner._run, runs, host=True)
     device = [e for e in events if e.get("cat") in DEVICE_EVENT_CATEGORIES and "dur" in e]
     kernels = [e for e in device if e["cat"] == "kernel"]
     device_ms = sum(e["dur"] for e in device) / 1e3 / runs

@@ -18,11 +18,11 @@ import json
 import os
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from hase_dagster.core.config import TimingOptions
+from hase_dagster.measure.cupti import profiled_events
 from hase_dagster.measure.runner import ModelRunner
 
 # The gpu profile's settled model timing (hase.yaml): a second of warm-up, at least a second timed.
@@ -33,9 +33,6 @@ def gpu_time(path: Path, runs: int, wall: bool = True, cupti: bool = True) -> di
     """One file's wall time (settled; skipped without ``wall``) and its CUPTI kernel time per run, by
     kernel name. Once a profiler has run in a process, CUPTI's callbacks slow every later launch of it:
     only the first file's wall time of a process is clean of them (a host-bound model's by far)."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
     runner = ModelRunner(path, "cuda", level="all")
     timing = runner.time(SETTLED) if wall else None
     if not cupti:
@@ -47,14 +44,7 @@ def gpu_time(path: Path, runs: int, wall: bool = True, cupti: bool = True) -> di
             "wall_p90_ms": timing.p90_ms,
             "wall_runs": timing.n,
         }
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(runs):
-            runner._run()
-        torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(trace))
-        events = json.loads(trace.read_text()).get("traceEvents", [])
+    events = profiled_events(runner._run, runs)
     kernels = [e for e in events if e.get("cat") == "kernel" and "dur" in e]
     copies = [e for e in events if e.get("cat") in ("gpu_memcpy", "gpu_memset") and "dur" in e]
     by_name: dict[str, float] = {}
