@@ -21,7 +21,9 @@ from hase_dagster.measure.runner import ModelRunner
 DEVICE_EVENT_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset"}
 
 
-def profiled_events(call: Callable[[], Any], calls: int, host: bool = False) -> list[dict[str, Any]]:
+def profiled_events(
+    call: Callable[[], Any], calls: int, host: bool = False, before: Callable[[], Any] | None = None
+) -> list[dict[str, Any]]:
     """The Chrome-trace events ``torch.profiler`` records over ``calls`` calls of ``call`` (the device
     synchronized before and after): CUPTI's device events (``cat`` kernel, gpu_memcpy, gpu_memset, with
     ``dur`` in us), and the host's too with ``host``. Once a profiler has run in a process, CUPTI's
@@ -32,6 +34,8 @@ def profiled_events(call: Callable[[], Any], calls: int, host: bool = False) -> 
         call: one run (a session run, a kernel launch); its results are not kept.
         calls: how many runs to record.
         host: record the CPU activity as well.
+        before: called once inside the recording before the calls (a sleep kernel, so that the calls are
+            all queued before the device runs them).
 
     Returns:
         The trace's events.
@@ -42,6 +46,8 @@ def profiled_events(call: Callable[[], Any], calls: int, host: bool = False) -> 
     activities = [ProfilerActivity.CPU, ProfilerActivity.CUDA] if host else [ProfilerActivity.CUDA]
     torch.cuda.synchronize()
     with profile(activities=activities) as prof:
+        if before is not None:
+            before()
         for _ in range(calls):
             call()
         torch.cuda.synchronize()

@@ -10,12 +10,9 @@ host's enqueueing).
 
 from __future__ import annotations
 
-import json
 import statistics
-import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from hase_dagster.core.errors import HaseError
@@ -296,17 +293,10 @@ def cupti_kernel_time(torch: Any, fn: Callable[[], Any], iters: int) -> dict[str
     """CUPTI's view (torch.profiler) of ``iters`` calls queued behind a sleep: the sum of the
     calls' kernel durations and the span from the first kernel's start to the last one's end, in ms
     per call (the sleep kernel excluded)."""
-    from torch.profiler import ProfilerActivity, profile
+    from hase_dagster.measure.cupti import profiled_events
 
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        torch.cuda._sleep(50_000_000)  # tens of ms: longer than enqueueing the calls
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(trace))
-        events = json.loads(trace.read_text()).get("traceEvents", [])
+    # The sleep (tens of ms) outlasts enqueueing the calls.
+    events = profiled_events(fn, iters, before=lambda: torch.cuda._sleep(50_000_000))
     # torch's sleep kernel is ``at::cuda::(anonymous)::spin_kernel`` (from Sleep.cu).
     kernels = [e for e in events if e.get("cat") == "kernel" and not _is_sleep_kernel(e.get("name", ""))]
     if not kernels:
