@@ -3,7 +3,8 @@
 The shipped ``h100`` bundle's kernel regressor stays fixed; only the composition (``learn.predict``) is
 refitted, on the training networks of ``results/gpu-general/tables`` (as ``train_predictor`` does: the
 regressor's kernel predictions, idle and under each row's measured load), in each variant below, and
-scored on three sets it never saw, all predicted from ONNX files as a user's would be:
+scored on three sets it never saw, all predicted from ONNX files as a user's would be (one variant is fitted
+on the design-space probes' whole-model rows as well):
 
 - ``ns1``: the tables' held-out models (the first never-seen set), kernels from the tables' analysis;
 - ``ns2``: the second never-seen set (``never-seen-2``, kernels by static detection), against the label
@@ -32,10 +33,11 @@ import numpy as np
 import pandas as pd
 
 import hase_dagster.learn.predict as predict
+from hase_dagster.analysis.design_space import DESIGN_SPACE_FAMILY
 from hase_dagster.learn.bundles import load_bundle
 from hase_dagster.learn.predict import Composition, Sums, kernel_sums, predict_kernels_under, time_slicing_of
 from hase_dagster.learn.reports import import_tables
-from hase_dagster.learn.training import background_load, kernels_by_variant, measured_models, networks
+from hase_dagster.learn.training import background_load, kernels_by_variant, measured_models
 
 HERE = Path(__file__).resolve().parent
 TABLES = HERE / "tables"
@@ -54,12 +56,12 @@ def sums_under(regressor, kernels, loads: list[dict[str, float]]) -> list[Sums]:
     ]
 
 
-def table_points(bundle) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Training networks and held-out models of the tables, each row with its sums."""
+def table_points(bundle) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Training networks, held-out models and design-space probes of the tables, each row with its sums."""
     regressor = bundle.predictor.regressor
     with tempfile.TemporaryDirectory() as tmp:
         store = import_tables(TABLES, Path(tmp) / "t.duckdb")
-        models = networks(measured_models(store, "cuda"))
+        models = measured_models(store, "cuda")
         kernels = kernels_by_variant(store, "cuda")
     models = models[models.variant_id.isin(kernels)].reset_index(drop=True)
     models["sums"] = [
@@ -69,7 +71,8 @@ def table_points(bundle) -> tuple[pd.DataFrame, pd.DataFrame]:
     models = models.rename(columns={"architecture": "network"})
     keep = ["network", "family", "batch_size", "stress_level", "mean_ms", "p90_ms", "sums"]
     held = models["held_out"].astype(bool)
-    return models.loc[~held, keep].reset_index(drop=True), models.loc[held, keep].reset_index(drop=True)
+    probe = models["family"] == DESIGN_SPACE_FAMILY
+    return tuple(models.loc[rows, keep].reset_index(drop=True) for rows in (~held & ~probe, held, probe))
 
 
 def file_points(bundle, files: Path, labels: pd.DataFrame) -> pd.DataFrame:
@@ -154,7 +157,7 @@ def main() -> None:
     parser.add_argument("--csv", type=Path)
     args = parser.parse_args()
     bundle = load_bundle(HERE.parent / "bundles" / "h100")
-    train, ns1 = table_points(bundle)
+    train, ns1, probes = table_points(bundle)
     sets = {
         "ns1": ns1,
         "ns2": file_points(bundle, args.ns2_files, ns2_labels()),
@@ -172,9 +175,13 @@ def main() -> None:
     }
     lines = ["| variant | set | all | b1 | b4 | b16 | b64 | b128 | idle | 0.5 | 1.0 |", "|" + " --- |" * 11]
     out = []
+    # The design-space probes (a stem, one sampled cell, a head: 0.14-18 ms idle, median 0.41 ms) train the
+    # kernels only; fitted on them too, the composition sees small runs.
+    probe_points = [(s, m, p) for s, m, p in zip(probes.sums, probes.mean_ms, probes.p90_ms)]
+    variants["shipped bounds, fitted on the probes too"] = {}
     for name, bounds in variants.items():
         with terms(bounds):
-            fitted = Composition.fit(points)
+            fitted = Composition.fit(points + (probe_points if "probes too" in name else []))
         coefficients = {k: round(v, 5) for k, v in fitted.mean_coefficients.items()}
         print(f"{name}: dispatch {fitted.dispatch_ms} {json.dumps(coefficients)}")
         for set_name, frame in {"train": train, **sets}.items():
