@@ -256,8 +256,6 @@ def load_at_level(store: Warehouse, ep: str, level: float) -> dict[str, float]:
     Returns:
         The mean background metrics, by field name.
     """
-    import pandas as pd
-
     rows = store.query("SELECT * FROM kernel_benchmarks WHERE ep = ? AND stress_level = ?", [ep, level])
     if rows.empty:
         levels = store.query("SELECT DISTINCT stress_level FROM kernel_benchmarks WHERE ep = ? ORDER BY 1", [ep])
@@ -274,6 +272,6 @@ def load_at_level(store: Warehouse, ep: str, level: float) -> dict[str, float]:
             if column in frame and frame[column].notna().any():
                 out[f] = float(frame[column].mean())
                 break
-    if LOAD_FIELD[ep] not in out or pd.isna(out[LOAD_FIELD[ep]]):
+    if LOAD_FIELD[ep] not in out:
         raise HaseError(f"the {ep} benchmarks at level {level} have no {LOAD_FIELD[ep]} background")
     return out

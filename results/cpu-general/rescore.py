@@ -1,6 +1,6 @@
 """Score a measured checker set again with the predictor the current code trains on the data directory's
 warehouse, without timing anything: the labels come from an earlier ``hase evaluate --json``, the load
-of each stress level from the warehouse's model benchmarks (their mean background).
+of each stress level from the warehouse (``load_at_level``: the model benchmarks' mean background).
 
     .venv/bin/python results/cpu-general/rescore.py LABELS.json FOLDER_OF_ONNX
 """
@@ -17,7 +17,7 @@ import numpy as np
 from hase_dagster.core.config import data_dir
 from hase_dagster.learn.predict import predict_model_under
 from hase_dagster.learn.predict_file import prepare_files
-from hase_dagster.learn.training import train_predictor
+from hase_dagster.learn.training import load_at_level, train_predictor
 from warehouse.store import Warehouse
 
 LEVELS = (0.0, 0.5, 1.0)
@@ -32,11 +32,7 @@ def main() -> int:
     predictor = train_predictor(store, "cpu")
     composition = predictor.composition
     print(f"host floor {composition.host_floor_ms * 1000:.2f} us, terms {composition.mean_coefficients}")
-    fields = predictor.regressor.load_fields
-    background = store.query(
-        "SELECT stress_level, " + ", ".join(f"avg(bg_{f}) AS {f}" for f in fields) + " FROM model_benchmarks "
-        "WHERE status = 'ok' AND ep = 'cpu' GROUP BY 1"
-    ).set_index("stress_level")
+    loads = [(load_at_level(store, "cpu", level), f"level={level}") for level in LEVELS]
     measured = {
         (c["model"], c["stress_level"]): c["measured_mean_ms"] for c in json.loads(args.labels.read_text())["cases"]
     }
@@ -44,7 +40,6 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         prepared, _ = prepare_files(sorted({args.folder / name for name, _ in measured}), "cpu", Path(tmp))
         for model in prepared:
-            loads = [({f: float(background.loc[level, f]) for f in fields}, f"level={level}") for level in LEVELS]
             predictions = predict_model_under(
                 model.path.name, model.kernels, predictor.regressor, composition, loads, model.batch
             )

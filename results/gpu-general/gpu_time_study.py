@@ -35,28 +35,22 @@ def gpu_time(path: Path, runs: int, wall: bool = True, cupti: bool = True) -> di
     only the first file's wall time of a process is clean of them (a host-bound model's by far)."""
     runner = ModelRunner(path, "cuda", level="all")
     timing = runner.time(SETTLED) if wall else None
+    row = {
+        "file": path.name,
+        "wall_mean_ms": timing.mean_ms if timing else None,
+        "wall_median_ms": timing.median_ms if timing else None,
+        "wall_p90_ms": timing.p90_ms if timing else None,
+        "wall_runs": timing.n if timing else 0,
+    }
     if not cupti:
-        assert timing is not None
-        return {
-            "file": path.name,
-            "wall_mean_ms": timing.mean_ms,
-            "wall_median_ms": timing.median_ms,
-            "wall_p90_ms": timing.p90_ms,
-            "wall_runs": timing.n,
-        }
+        return row
     events = profiled_events(runner._run, runs)
     kernels = [e for e in events if e.get("cat") == "kernel" and "dur" in e]
     copies = [e for e in events if e.get("cat") in ("gpu_memcpy", "gpu_memset") and "dur" in e]
     by_name: dict[str, float] = {}
     for event in kernels:
         by_name[event["name"][:80]] = by_name.get(event["name"][:80], 0.0) + event["dur"] / 1e3 / runs
-    # GPU busy span per run: first kernel start to last kernel end, runs apart (gaps between runs dropped).
-    return {
-        "file": path.name,
-        "wall_mean_ms": timing.mean_ms if timing else None,
-        "wall_median_ms": timing.median_ms if timing else None,
-        "wall_p90_ms": timing.p90_ms if timing else None,
-        "wall_runs": timing.n if timing else 0,
+    return row | {
         "gpu_kernel_ms": sum(e["dur"] for e in kernels) / 1e3 / runs,
         "gpu_copy_ms": sum(e["dur"] for e in copies) / 1e3 / runs,
         "gpu_kernels_per_run": len(kernels) / runs,

@@ -97,24 +97,24 @@ def file_points(bundle, files: Path, labels: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _script(path: Path):
+    """A results script of this repository, imported as a module."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def checker_labels() -> pd.DataFrame:
-    rows = [
-        r
-        for folder in (CHECKER / "gpu", CHECKER / "gpu-small")
-        for p in sorted((folder / "timings").glob("level-*.json"))
-        for r in json.loads(p.read_text())
-        if r["status"] == "ok"
-    ]
-    frame = pd.DataFrame(rows).rename(columns={"model": "file"})
+    frame = _script(CHECKER / "score_gpu.py").measured([CHECKER / "gpu", CHECKER / "gpu-small"])
+    frame = frame.rename(columns={"model": "file"})
     frame["network"] = frame.file.str.replace(r"_i\d+_b\d+\.onnx$", "", regex=True)
     frame["family"] = "checker"
     return frame[["file", "network", "family", "batch_size", "stress_level", "mean_ms", "p90_ms"]]
 
 
 def ns2_labels() -> pd.DataFrame:
-    spec = importlib.util.spec_from_file_location("ns2_evaluate", HERE / "never-seen-2" / "evaluate.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _script(HERE / "never-seen-2" / "evaluate.py")
     measured = module.timings()
     measured["mean_ms"] = measured[list(module.MACHINES)].mean(axis=1)
     measured["file"] = measured.variant_id + ".onnx"
