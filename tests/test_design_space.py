@@ -7,12 +7,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import onnx
 import pandas as pd
 import pytest
 from pydantic import ValidationError
 
 from hase_dagster.analysis.design_space import (
     CELL_TYPES,
+    GROUP_WIDTHS,
     MAX_ACTIVATION_ELEMENTS,
     MAX_CELL_MACS,
     draw_probe,
@@ -49,6 +51,40 @@ def test_a_probe_of_every_cell_exports_and_runs_in_ort(cell: str, tmp_path: Path
     session = make_session(exported.path, "cpu")
     (output,) = session.run(None, random_inputs(session))
     assert output.shape == (2, 1000) and np.isfinite(output).all()
+
+
+def test_the_grouped_space_draws_grouped_convolutions_by_channels_per_group() -> None:
+    probes = [draw_probe(seed, "grouped_conv") for seed in range(300)]
+    assert all(p.cell == "conv" and 2 <= p.groups < p.width == p.out_width for p in probes)
+    assert {p.width // p.groups for p in probes} == set(GROUP_WIDTHS)
+    assert all(p.width % p.groups == 0 for p in probes)
+    # narrow groups at the widths of RegNet's stages (8 channels in dozens of groups), which the cells
+    # space, drawing 2-32 groups, almost never makes
+    assert any(p.width // p.groups == 8 and p.groups >= 24 for p in probes)
+    assert all(p.cell_macs() <= MAX_CELL_MACS and p.widest_activation() <= MAX_ACTIVATION_ELEMENTS for p in probes)
+    # the cells space is unchanged by the new one: seeds drawn before keep their probes
+    assert draw_probe(5114) == draw_probe(5114, "cells") != draw_probe(5114, "grouped_conv")
+    with pytest.raises(ValueError, match="probe space 'dense'"):
+        draw_probe(1, "dense")
+
+
+def test_a_grouped_space_probe_exports_and_runs_in_ort(tmp_path: Path) -> None:
+    seed = next(s for s in range(100) if draw_probe(s, "grouped_conv").groups >= 16)
+    model = ZooModel(name=f"dsg_s{seed}", kind="design_probe", seed=seed, probe_space="grouped_conv")
+    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (2, 1000) and np.isfinite(output).all()
+    groups = [
+        a.i
+        for n in onnx.load(exported.path).graph.node
+        if n.op_type == "Conv"
+        for a in n.attribute
+        if a.name == "group"
+    ]
+    assert draw_probe(seed, "grouped_conv").groups in groups
+    with pytest.raises(ValidationError, match="probe_space is a design_probe's option"):
+        ZooModel(name="r", kind="random_nas", seed=1, probe_space="grouped_conv")
 
 
 def test_a_probe_is_always_trained_on_never_held_out() -> None:

@@ -8,6 +8,11 @@ optional squeeze-excitation, concat branches, ConvNeXt blocks (LayerNorm), trans
 layers and MLPs over the feature map's tokens, and pooling. Widths are log-uniform between 16 and
 1024, resolutions 7-112 px, under caps on a cell's FLOPs and activation size so batch 128 fits.
 
+Two probe spaces: ``cells`` draws a cell type and its options as above; ``grouped_conv`` draws only
+grouped convolution cells, parameterised as RegNet and ResNeXt are, by the channels per group (4-64)
+and a width of 32-1024, so up to 128 narrow groups (``cells`` draws the number of groups, 2-32, and
+rarely makes groups of 8 channels at widths of a few hundred, which RegNet has).
+
 Probes are training samples, not architectures a user runs: their family (``design_space``) is
 always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
 drawn with numpy; :func:`build_probe_network` builds the torch module, so a seed always gives the
@@ -37,6 +42,9 @@ REFERENCE_INPUT = 224
 MAX_CELL_MACS = 3.0e9
 MAX_ACTIVATION_ELEMENTS = 2.0e6
 MAX_TOKENS = 784
+PROBE_SPACES = ("cells", "grouped_conv")
+# Channels per group of the grouped_conv space: ResNeXt's 4-32 (32x4d) and RegNet's 8-64.
+GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64)
 
 
 @dataclass(frozen=True)
@@ -148,18 +156,38 @@ def _draw_once(rng: np.random.Generator, seed: int) -> ProbeSpec:
     return ProbeSpec(seed, "pool", resolution, width, out_width, kernel=int(rng.integers(0, 2)), stride=2)
 
 
-def draw_probe(seed: int) -> ProbeSpec:
-    """The probe of ``seed``: drawn again (from the same generator) until it fits the caps.
+def _draw_grouped(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    group_width = int(rng.choice(GROUP_WIDTHS))
+    groups = max(2, round(_log_width(rng, 32, 1024) / group_width))
+    width = groups * group_width
+    resolution = int(rng.choice(RESOLUTIONS[:4]))
+    stride = 2 if rng.random() < 0.25 and resolution >= 14 else 1
+    return ProbeSpec(
+        seed, "conv", resolution, width, width, int(rng.choice([3, 3, 3, 1, 5])), stride, groups,
+        activation=str(rng.choice(["relu", "relu", "silu", "none"])),
+        residual=stride == 1 and rng.random() < 0.5, depth=int(rng.choice([1, 1, 2])),
+    )  # fmt: skip
+
+
+def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
+    """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
     Args:
         seed: any integer; equal seeds give equal probes.
+        space: ``cells`` (every cell type) or ``grouped_conv`` (grouped convolutions by channels per group).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample.
+
+    Raises:
+        ValueError: ``space`` is not one of PROBE_SPACES.
     """
+    if space not in PROBE_SPACES:
+        raise ValueError(f"probe space {space!r} is not one of {', '.join(PROBE_SPACES)}")
+    draw_once = _draw_grouped if space == "grouped_conv" else _draw_once
     rng = np.random.default_rng(seed)
     while True:
-        spec = _draw_once(rng, seed)
+        spec = draw_once(rng, seed)
         tokens = spec.resolution**2 if spec.cell in ("attention", "mlp") else 0
         if (
             spec.cell_macs() <= MAX_CELL_MACS
@@ -169,12 +197,12 @@ def draw_probe(seed: int) -> ProbeSpec:
             return spec
 
 
-def build_probe_network(seed: int, num_classes: int = 1000) -> Any:  # -> torch.nn.Module
-    """The eval-mode torch module of :func:`draw_probe` ``(seed)`` for (batch, 3, H, W) images."""
+def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells") -> Any:  # -> torch.nn.Module
+    """The eval-mode torch module of :func:`draw_probe` ``(seed, space)`` for (batch, 3, H, W) images."""
     import torch
     from torch import nn
 
-    spec = draw_probe(seed)
+    spec = draw_probe(seed, space)
 
     def act() -> nn.Module:
         return {

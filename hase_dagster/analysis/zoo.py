@@ -105,7 +105,7 @@ def build_torch_model(model: ZooModel):  # -> torch.nn.Module (torch imported la
     if model.kind == "design_probe":
         from hase_dagster.analysis.design_space import build_probe_network
 
-        return build_probe_network(model.seed)
+        return build_probe_network(model.seed, space=model.probe_space)
     available = set(torchvision.models.list_models(module=torchvision.models))
     if model.name not in available:
         raise UnknownModelError(

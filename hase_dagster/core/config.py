@@ -86,6 +86,9 @@ class ZooModel(_Strict):
     num_layers: PositiveInt = 12
     # The random network's or probe's seed (random_nas and design_probe only).
     seed: Annotated[int, Field(ge=0)] = 0
+    # The design_probe's space (analysis.design_space.PROBE_SPACES): every cell type, or grouped
+    # convolutions drawn by channels per group.
+    probe_space: Literal["cells", "grouped_conv"] = "cells"
     # Never trained on: only measured as a whole model (its kernels at idle, for the load-blind
     # baseline), so the evaluation reports how Hase does on an architecture it never saw.
     held_out: bool = False
@@ -122,6 +125,8 @@ class ZooModel(_Strict):
             raise ValueError(f"d_model {self.d_model} is not divisible by nhead {self.nhead}")
         if self.kind == "design_probe" and self.held_out:
             raise ValueError("a design_probe is a training sample, never a test case: it cannot be held_out")
+        if self.probe_space != "cells" and self.kind != "design_probe":
+            raise ValueError(f"probe_space is a design_probe's option; {self.name!r} is a {self.kind}")
         return self
 
 

@@ -12,6 +12,12 @@ Which probes fall in a stratum is a property of the probe spec alone; no measure
     # the CPU profile's probes (hase.yaml, cpu): every cell kind, cells of at most 0.2 GMAC
     .venv/bin/python results/gpu-general/design-space/draw_strata.py --start 5000 --pool 1000 --seed 5000 \
         --max-macs 2e8 dense_conv=3 grouped_conv=2 inverted_residual=2 concat=2 convnext=2 attention=3 mlp=2 pool=2
+    # grouped convolutions by channels per group (design_space's grouped_conv space; issue 11, 2026-11-24):
+    # the CPU profile's (cells of at most 0.2 GMAC) and the H100's
+    .venv/bin/python results/gpu-general/design-space/draw_strata.py --space grouped_conv --start 6000 --pool 1000 \
+        --seed 6000 --max-macs 2e8 narrow_grouped=4 grouped_conv=2
+    .venv/bin/python results/gpu-general/design-space/draw_strata.py --space grouped_conv --start 7000 --pool 1000 \
+        --seed 7000 narrow_grouped=8 grouped_conv=8
 """
 
 from __future__ import annotations
@@ -21,13 +27,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from hase_dagster.analysis.design_space import ProbeSpec, draw_probe
+from hase_dagster.analysis.design_space import PROBE_SPACES, ProbeSpec, draw_probe
 
 STRATA: dict[str, Callable[[ProbeSpec], bool]] = {
     # transformer encoder layers over the feature map's tokens (49, 196 or 784)
     "attention": lambda p: p.cell == "attention",
     # a plain convolution cell with 1 < groups (grouped or depthwise)
     "grouped_conv": lambda p: p.cell == "conv" and p.groups > 1,
+    # grouped, not depthwise, at most 16 channels per group (ResNeXt's 4-16, RegNet's 8-16)
+    "narrow_grouped": lambda p: p.cell == "conv" and 1 < p.groups < p.width and p.width // p.groups <= 16,
     # expand 1x1, depthwise k x k (3/5/7), optional squeeze-excitation, project 1x1
     "inverted_residual": lambda p: p.cell == "inverted_residual",
     # dense convolutions of kernel 5 or 7, alone or as concat branches
@@ -44,7 +52,7 @@ STRATA: dict[str, Callable[[ProbeSpec], bool]] = {
 
 
 def draw(
-    start: int, pool: int, seed: int, counts: dict[str, int], max_macs: float = float("inf")
+    start: int, pool: int, seed: int, counts: dict[str, int], max_macs: float = float("inf"), space: str = "cells"
 ) -> dict[str, list[int]]:
     """Probe seeds per stratum, ``counts[stratum]`` of them drawn without replacement.
 
@@ -55,6 +63,7 @@ def draw(
         counts: stratum name -> how many probes to draw from it.
         max_macs: only probes whose cell has at most this many multiply-adds per sample (a CPU profile
             times every kernel on one core).
+        space: the probe space (``design_space.PROBE_SPACES``) the seeds are drawn in.
 
     Returns:
         Stratum name -> sorted probe seeds; a probe is drawn for one stratum at most.
@@ -62,7 +71,7 @@ def draw(
     Raises:
         ValueError: a stratum has fewer probes in the pool than asked.
     """
-    specs = [p for p in (draw_probe(s) for s in range(start, start + pool)) if p.cell_macs() <= max_macs]
+    specs = [p for p in (draw_probe(s, space) for s in range(start, start + pool)) if p.cell_macs() <= max_macs]
     rng = np.random.default_rng(seed)
     taken: set[int] = set()
     chosen: dict[str, list[int]] = {}
@@ -81,6 +90,7 @@ def main() -> None:
     parser.add_argument("--start", type=int, required=True)
     parser.add_argument("--pool", type=int, required=True)
     parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--space", choices=PROBE_SPACES, default="cells", help="the probe space drawn in")
     parser.add_argument("--max-macs", type=float, default=float("inf"), help="cap on a cell's multiply-adds")
     parser.add_argument("counts", nargs="+", help=f"STRATUM=COUNT; strata: {', '.join(STRATA)}")
     args = parser.parse_args()
@@ -91,13 +101,16 @@ def main() -> None:
             parser.exit(2, f"hase: error: {item!r} is not STRATUM=COUNT with a stratum of {', '.join(STRATA)}\n")
         counts[name] = int(count)
     try:
-        chosen = draw(args.start, args.pool, args.seed, counts, args.max_macs)
+        chosen = draw(args.start, args.pool, args.seed, counts, args.max_macs, args.space)
     except ValueError as error:
         parser.exit(2, f"hase: error: {error}\n")
+    prefix, option = ("dsp", "") if args.space == "cells" else ("dsg", f", probe_space: {args.space}")
     for name, seeds in chosen.items():
         print(f"      # {name}")
         for s in seeds:
-            print(f"      - {{name: dsp_s{s}, kind: design_probe, seed: {s}}}  # {draw_probe(s)}")
+            print(
+                f"      - {{name: {prefix}_s{s}, kind: design_probe, seed: {s}{option}}}  # {draw_probe(s, args.space)}"
+            )
 
 
 if __name__ == "__main__":
