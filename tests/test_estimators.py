@@ -11,7 +11,7 @@ import pytest
 
 from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.estimators import KINDS, FeatureLayout, RooflineResidual, load_estimator, make_estimator
-from hase_dagster.learn.features import NUMERIC_FEATURES, as_matrix, numeric_columns
+from hase_dagster.learn.features import NUMERIC_FEATURES, as_matrix, kernel_features, numeric_columns
 from hase_dagster.learn.predict import Composition
 from hase_dagster.learn.regressor import LatencyRegressor, _train
 from hase_dagster.learn.training import Predictor
@@ -63,6 +63,37 @@ def test_roofline_classes_keep_grouped_convolutions_apart() -> None:
     x = as_matrix(frame, ["Conv"], [".Conv"], LOAD)
     model = RooflineResidual(_layout(["Conv"], [".Conv"]))
     assert set(model.op_classes(x)) == {".Conv", ".Conv:grouped"}
+
+
+def test_a_grouped_fused_convolution_shares_the_plain_grouped_class_and_an_older_model_keeps_its_own(
+    tmp_path: Path,
+) -> None:
+    """The CPU EP runs a grouped FusedConv as the plain grouped Conv (one small GEMM per group) plus an
+    activation: trained on plain grouped rows only, the fused ones get their roofline, not the fast
+    dense convolutions'. A model saved before the classes were shared loads with its own classes."""
+    families, ops = ["Conv", "Conv_Relu"], [".Conv", "com.microsoft.FusedConv"]
+    dense = _kernels(np.geomspace(1e6, 1e9, 40), "Conv_Relu", "com.microsoft.FusedConv")
+    grouped = _kernels(np.geomspace(1e6, 1e8, 20))
+    grouped["group"], grouped["channels_per_group"] = 32, 4
+    frame = pd.concat([dense, grouped], ignore_index=True)
+    x = as_matrix(frame, families, ops, LOAD)
+    # grouped convolutions run 4x slower per FLOP than the roofline of dense ones
+    y = np.log(np.r_[_truth_ms(dense_flops := np.geomspace(1e6, 1e9, 40)), 4 * _truth_ms(np.geomspace(1e6, 1e8, 20))])
+    del dense_flops
+    model = RooflineResidual(_layout(families, ops)).fit(x, y)
+    fused_grouped = _kernels(np.array([3e7]), "Conv_Relu", "com.microsoft.FusedConv").assign(
+        group=32, channels_per_group=4
+    )
+    x_new = as_matrix(fused_grouped, families, ops, LOAD)
+    assert list(model.op_classes(x_new)) == [".Conv:grouped"]
+    assert np.exp(model.predict(x_new))[0] / _truth_ms(np.array([3e7]))[0] > 2.5
+    again = load_estimator(_layout(families, ops), model.save(tmp_path, "mean_ms"), tmp_path)
+    np.testing.assert_allclose(again.predict(x_new), model.predict(x_new), rtol=1e-6)
+    older = model.save(tmp_path, "mean_ms")
+    del older["fused_grouped_as_plain"]
+    assert list(load_estimator(_layout(families, ops), older, tmp_path).op_classes(x_new)) == [
+        "com.microsoft.FusedConv:grouped"
+    ]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -132,3 +163,16 @@ def test_a_damaged_or_foreign_predictor_is_refused(tmp_path: Path) -> None:
     (folder / "predictor.json").write_text("{not json")
     with pytest.raises(HaseError, match="not a readable predictor"):
         Predictor.load(folder)
+
+
+def test_channels_per_group_is_each_groups_input_width_and_zero_without_groups() -> None:
+    def conv(group: int) -> dict[str, object]:
+        inputs = [
+            {"name": "x", "shape": [1, 128, 56, 56]},
+            {"name": "w", "shape": [128, 128 // group, 3, 3], "weight": True},
+        ]
+        return {"family": "Conv", "op_type": "Conv", "inputs": inputs, "outputs": [{"shape": [1, 128, 56, 56]}],
+                "attributes": {"group": group, "kernel_shape": [3, 3]}}  # fmt: skip
+
+    assert kernel_features(conv(32))["channels_per_group"] == 4.0
+    assert kernel_features(conv(1))["channels_per_group"] == 0.0

@@ -339,6 +339,8 @@ def _walk_trees(trees: dict[str, np.ndarray], features: np.ndarray) -> np.ndarra
 
 # Op classes with fewer measured rows than this use their group's roofline, then the global one.
 MIN_CLASS_ROWS = 8
+# The op column values (``domain.OpType``) of a fused and a plain convolution.
+FUSED_CONV, PLAIN_CONV = "com.microsoft.FusedConv", ".Conv"
 # Op types whose kernels share a roofline shape, so an op type never measured borrows its group's.
 OP_GROUPS: dict[str, tuple[str, ...]] = {
     "conv": ("Conv", "FusedConv", "ConvTranspose", "NhwcConv", "NhwcFusedConv", "QLinearConv"),
@@ -398,8 +400,10 @@ class RooflineResidual:
 
     kind = "roofline_xgboost"
 
-    def __init__(self, layout: FeatureLayout, n_estimators: int = 600) -> None:
+    def __init__(self, layout: FeatureLayout, n_estimators: int = 600, fused_grouped_as_plain: bool = True) -> None:
         self.layout = layout
+        # False for a model saved before grouped FusedConv and Conv shared a class (it loads as fitted).
+        self.fused_grouped_as_plain = fused_grouped_as_plain
         self.per_class: dict[str, np.ndarray] = {}
         self.per_group: dict[str, np.ndarray] = {}
         self.global_fit = np.zeros(3)
@@ -408,6 +412,10 @@ class RooflineResidual:
     def op_classes(self, x: np.ndarray) -> np.ndarray:
         ops = np.array([*self.layout.ops, "?"], dtype=object)[self.layout.op_index(x)]
         grouped = self.layout.column(x, "group") > 1
+        if self.fused_grouped_as_plain:
+            # A grouped FusedConv runs the plain grouped Conv with an activation epilogue (one small GEMM
+            # per group and image on the CPU EP): one class, so a fused activation needs no rows of its own.
+            ops = np.where(grouped & (ops == FUSED_CONV), PLAIN_CONV, ops)
         return np.where(grouped, ops + ":grouped", ops)
 
     def _design(self, x: np.ndarray) -> np.ndarray:
@@ -476,12 +484,13 @@ class RooflineResidual:
             "global_fit": _floats(self.global_fit),
             "per_class": {k: _floats(v) for k, v in self.per_class.items()},
             "per_group": {k: _floats(v) for k, v in self.per_group.items()},
+            "fused_grouped_as_plain": self.fused_grouped_as_plain,
             "residual": self.residual.save(folder, f"{stem}.residual"),
         }
 
     @classmethod
     def load(cls, layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> RooflineResidual:
-        model = cls(layout)
+        model = cls(layout, fused_grouped_as_plain=bool(entry.get("fused_grouped_as_plain", False)))
         model.global_fit = np.array(entry["global_fit"], dtype=float)
         model.per_class = {k: np.array(v, dtype=float) for k, v in entry["per_class"].items()}
         model.per_group = {k: np.array(v, dtype=float) for k, v in entry["per_group"].items()}

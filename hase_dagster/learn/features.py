@@ -33,6 +33,9 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "stride_h",
     "stride_w",
     "group",
+    # Input channels per group (0 without groups): the size of each group's GEMM, which sets a grouped
+    # convolution's efficiency (4-8 channels a group run several times slower per FLOP than 16 or more).
+    "channels_per_group",
     "fused_activation",
     "fused_sum",
     "log_flops",
@@ -76,6 +79,7 @@ def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
     # Rows from before dtypes were recorded lack them: fp32, as everything was then.
     precision = precision_of(str(t.get("dtype", "float")) for t in inputs)
     largest_weight = max(weights, key=lambda t: prod(t["shape"]), default=None)
+    group = int(attributes.get("group", 1)) if isinstance(attributes.get("group", 1), int) else 1
     features: dict[str, Any] = {f"in_d{i}": d for i, d in enumerate(_dims(first_in))}
     features |= {f"out_d{i}": d for i, d in enumerate(_dims(first_out))}
     features |= {
@@ -89,7 +93,8 @@ def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
         "kernel_w": kernel_shape[-1] if kernel_shape else 0,
         "stride_h": strides[0] if strides else 0,
         "stride_w": strides[-1] if strides else 0,
-        "group": int(attributes.get("group", 1)) if isinstance(attributes.get("group", 1), int) else 1,
+        "group": group,
+        "channels_per_group": first_in[1] / group if group > 1 and len(first_in) >= 2 else 0.0,
         "fused_activation": int(bool(attributes.get("activation"))),
         "fused_sum": int(len(activations) > 1 and kernel.get("op_type") in ("Conv", "FusedConv")),
         "log_flops": log1p(flops),

@@ -2,7 +2,10 @@
 warehouse, without timing anything: the labels come from an earlier ``hase evaluate --json``, the load
 of each stress level from the warehouse (``load_at_level``: the model benchmarks' mean background).
 
-    .venv/bin/python results/cpu-general/rescore.py LABELS.json FOLDER_OF_ONNX
+    .venv/bin/python results/cpu-general/rescore.py LABELS.json FOLDER_OF_ONNX [--exclude NAME,NAME]
+
+``--exclude`` trains without those architectures (``train_predictor``'s exclude_architectures): the same
+timings scored with and without some training networks, e.g. the grouped_conv probes (`dsg_s*`).
 """
 
 from __future__ import annotations
@@ -27,9 +30,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("labels", type=Path, help="the JSON of `hase evaluate --json`")
     parser.add_argument("folder", type=Path, help="the ONNX files it measured")
+    parser.add_argument("--exclude", default="", help="comma-separated architectures not to train on")
     args = parser.parse_args()
     store = Warehouse(data_dir() / "hase.duckdb")
-    predictor = train_predictor(store, "cpu")
+    predictor = train_predictor(store, "cpu", [name for name in args.exclude.split(",") if name])
     composition = predictor.composition
     print(f"host floor {composition.host_floor_ms * 1000:.2f} us, terms {composition.mean_coefficients}")
     loads = [(load_at_level(store, "cpu", level), f"level={level}") for level in LEVELS]
