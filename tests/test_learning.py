@@ -494,6 +494,36 @@ def test_host_clocked_kernels_pay_the_runners_cost_once_per_run_not_per_kernel()
     assert Composition.from_json(older).host_floor_ms == 0.0
 
 
+def test_a_host_clocked_run_under_load_pays_in_proportion_to_its_length_not_a_wait_per_run() -> None:
+    """Runs back to back share a CPU core with the stressor in the scheduler's slices: a short model's
+    loaded time scales with its own length. Training models of 5-100 ms whose loaded timings carry a
+    constant 1 ms (noise a fit can take for a per-run wait) must not charge a 0.5 ms model that 1 ms."""
+    floor = 0.005
+    rng = np.random.default_rng(5)
+
+    def sums(work: list[float], share: float) -> Sums:
+        idle = [
+            KernelPrediction(i, f"n{i}", "Conv", f"k{i}", w + floor, w + floor, w + floor, False)
+            for i, w in enumerate(work)
+        ]
+        slow = 1 + 0.5 * share
+        loaded = [
+            replace(k, median_ms=k.median_ms * slow, mean_ms=k.mean_ms * slow, p90_ms=k.p90_ms * slow) for k in idle
+        ]
+        return kernel_sums(loaded, share * 100, idle, None, floor)
+
+    points = []
+    for _ in range(10):
+        work = [float(w) for w in rng.uniform(0.1, 2.0, size=int(rng.integers(10, 60)))]
+        for share in (0.0, 0.5, 1.0):
+            measured = sum(work) * (1 + 0.5 * share) + share * 1.0
+            points.append((sums(work, share), measured, measured * 1.1))
+    fitted = Composition.fit(points, host_floor_ms=floor)
+    assert "load_share_per_run" not in (fitted.mean_coefficients or {})
+    short = [0.05] * 10  # 0.5 ms of work
+    assert fitted.apply(sums(short, 1.0))[0] < 1.0  # about 0.75 ms, not 0.75 + 1 ms
+
+
 def test_the_host_floor_is_the_cheapest_idle_host_clocked_kernels(tmp_path: Path) -> None:
     from hase_dagster.learn.training import host_floor_ms
 
