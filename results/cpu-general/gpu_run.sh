@@ -3,15 +3,22 @@
 # generator's networks (both sets, seeds 701-724) at batch 16 and 64 and time them whole on the gpu
 # profile at each stress level (time_files.py; it resumes: call again until every level is done).
 # Predictions are made elsewhere, device-free, from the same seeds: hase predict --predictor h100.
-# Environment: WORK (/tmp/checker-gpu), BATCHES (16,64), BUDGET_S (480).
+# Environment: WORK (/tmp/checker-gpu), BATCHES (16,64), BUDGET_S (480), SEEDS (701-724), MODELS (torchvision
+# classifiers exported beside them, space-separated; none by default).
+#   set D on the H100 (2026-11-24): WORK=/tmp/setD-gpu SEEDS=737-748 BATCHES=1,4,16,64 MODELS="regnet_x_800mf
+#   regnet_y_1_6gf efficientnet_b1 shufflenet_v2_x1_5 squeezenet1_0 mnasnet0_75" bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
 work=${WORK:-/tmp/checker-gpu}
 mkdir -p "$work" "${OUT:?}"
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; lscpu | grep -E "Model name|^CPU\(s\)"; date -u; } >> "$work/host.txt" 2>&1
-[ -e "$work/files/traits.json" ] || python3 results/cpu-general/checker_nets.py "$work/files" --seeds 701-724 \
-  --batch-sizes "${BATCHES:-16,64}" 2> "$work/export.log"
+if [ ! -e "$work/files/traits.json" ]; then
+  [ -z "${MODELS:-}" ] || python3 results/cpu-general/export_torchvision.py "$work/files" --batch-sizes "${BATCHES:-16,64}" \
+    $MODELS 2> "$work/export.log"
+  python3 results/cpu-general/checker_nets.py "$work/files" --seeds "${SEEDS:-701-724}" \
+    --batch-sizes "${BATCHES:-16,64}" 2>> "$work/export.log"
+fi
 timeout --signal=INT "${BUDGET_S:-480}" python3 results/cpu-general/time_files.py "$work/files" "$work/timings" \
   --profile gpu --levels "${1:-0.0,1.0,0.5}"
 date -u >> "$work/host.txt"

@@ -14,20 +14,5 @@ seeds=${2:?SEEDS, e.g. 725-736}
 shift 2
 py=${PY:-.venv/bin/python}
 $py results/cpu-general/checker_nets.py "$dir" --seeds "$seeds" --batch-sizes 1,4
-$py - "$dir" "$@" <<'PY'
-import sys
-from pathlib import Path
-
-import torch
-import torchvision
-
-from hase_dagster.analysis.zoo import trace_to_onnx
-
-out = Path(sys.argv[1])
-for name in sys.argv[2:]:
-    torch.manual_seed(0)
-    model = torchvision.models.get_model(name, weights=None).eval()
-    for batch in (1, 4):
-        trace_to_onnx(model, torch.randn(batch, 3, 224, 224), out / f"{name}_i224_b{batch}.onnx", 17)
-PY
+[ $# -eq 0 ] || $py results/cpu-general/export_torchvision.py "$dir" --batch-sizes 1,4 "$@"
 ls "$dir" | wc -l
