@@ -7,6 +7,8 @@
 # classifiers exported beside them, space-separated; none by default).
 #   set D on the H100 (2026-11-24): WORK=/tmp/setD-gpu SEEDS=737-748 BATCHES=1,4,16,64 MODELS="regnet_x_800mf
 #   regnet_y_1_6gf efficientnet_b1 shufflenet_v2_x1_5 squeezenet1_0 mnasnet0_75" bash results/cpu-general/gpu_run.sh
+#   (exporting those 72 files took 4 min on the host: with BUDGET_S=540 the first call ran past the 600 s limit
+#   before writing its tarball; BUDGET_S=300 on a call that exports)
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
