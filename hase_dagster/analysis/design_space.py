@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, get_args
 
 import numpy as np
 
 from hase_dagster.analysis.torch_blocks import conv_bn, squeeze_excite
+from hase_dagster.core.config import ProbeSpace
 
 DESIGN_SPACE_FAMILY = "design_space"
 CELL_TYPES = ("conv", "inverted_residual", "concat", "convnext", "attention", "mlp", "pool")
@@ -42,7 +43,7 @@ REFERENCE_INPUT = 224
 MAX_CELL_MACS = 3.0e9
 MAX_ACTIVATION_ELEMENTS = 2.0e6
 MAX_TOKENS = 784
-PROBE_SPACES = ("cells", "grouped_conv")
+PROBE_SPACES: tuple[str, ...] = get_args(ProbeSpace)
 # Channels per group of the grouped_conv space: ResNeXt's 4-32 (32x4d) and RegNet's 8-64.
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64)
 
@@ -182,9 +183,9 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     Raises:
         ValueError: ``space`` is not one of PROBE_SPACES.
     """
-    if space not in PROBE_SPACES:
+    draw_once = {"cells": _draw_once, "grouped_conv": _draw_grouped}.get(space)
+    if draw_once is None:
         raise ValueError(f"probe space {space!r} is not one of {', '.join(PROBE_SPACES)}")
-    draw_once = _draw_grouped if space == "grouped_conv" else _draw_once
     rng = np.random.default_rng(seed)
     while True:
         spec = draw_once(rng, seed)

@@ -72,6 +72,10 @@ def infer_family(name: str, kind: str = "torchvision") -> str:
     return FAMILY_BY_PREFIX[max(prefixes, key=len)] if prefixes else "other"
 
 
+# The spaces design-space probes are drawn in (analysis.design_space.draw_probe).
+ProbeSpace = Literal["cells", "grouped_conv"]
+
+
 class ZooModel(_Strict):
     """One model of the zoo: a torchvision classifier by name, a transformer encoder, a random
     NAS-style network drawn from a seed (``analysis.random_nets``), or a design-space probe drawn
@@ -86,9 +90,9 @@ class ZooModel(_Strict):
     num_layers: PositiveInt = 12
     # The random network's or probe's seed (random_nas and design_probe only).
     seed: Annotated[int, Field(ge=0)] = 0
-    # The design_probe's space (analysis.design_space.PROBE_SPACES): every cell type, or grouped
-    # convolutions drawn by channels per group.
-    probe_space: Literal["cells", "grouped_conv"] = "cells"
+    # The design_probe's space (analysis.design_space): every cell type, or grouped convolutions drawn by
+    # channels per group.
+    probe_space: ProbeSpace = "cells"
     # Never trained on: only measured as a whole model (its kernels at idle, for the load-blind
     # baseline), so the evaluation reports how Hase does on an architecture it never saw.
     held_out: bool = False

@@ -1,5 +1,6 @@
 """Export torchvision classifiers (random weights, nothing downloaded) at 224 px and each batch size into a
-folder, named as the checker sets name them (``NAME_i224_bB.onnx``).
+folder, named as the checker sets name them (``NAME_i224_bB.onnx``): the zoo's ``export_variant``, which
+validates each file by one ORT run.
 
     .venv/bin/python results/cpu-general/export_torchvision.py DIR --batch-sizes 1,4 regnet_x_800mf ...
 """
@@ -9,10 +10,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import torch
-import torchvision
-
-from hase_dagster.analysis.zoo import trace_to_onnx
+from hase_dagster.analysis.zoo import ModelVariant, export_variant
+from hase_dagster.core.config import ZooModel
 
 
 def main() -> int:
@@ -21,12 +20,9 @@ def main() -> int:
     parser.add_argument("models", nargs="+")
     parser.add_argument("--batch-sizes", default="1,4")
     args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
     for name in args.models:
-        torch.manual_seed(0)
-        model = torchvision.models.get_model(name, weights=None).eval()
         for batch in (int(b) for b in args.batch_sizes.split(",")):
-            trace_to_onnx(model, torch.randn(batch, 3, 224, 224), args.out / f"{name}_i224_b{batch}.onnx", 17)
+            export_variant(ModelVariant(ZooModel(name=name), 224, batch), args.out, 17)
     return 0
 
 
