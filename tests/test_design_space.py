@@ -68,6 +68,39 @@ def test_the_grouped_space_draws_grouped_convolutions_by_channels_per_group() ->
         draw_probe(1, "dense")
 
 
+def test_the_depthwise_space_draws_depthwise_kernels_of_5_and_7_at_large_maps() -> None:
+    probes = [draw_probe(seed, "depthwise") for seed in range(300)]
+    depthwise = [
+        p for p in probes if p.cell == "inverted_residual" or (p.cell == "conv" and p.groups == p.width == p.out_width)
+    ]
+    grouped = [p for p in probes if p.cell == "conv" and 1 < p.groups < p.width]
+    assert len(depthwise) + len(grouped) == len(probes) and grouped
+    # what the cells space rarely draws: depthwise kernels of 5 and 7 on maps of 56 px and more
+    assert sum(p.kernel >= 5 and p.resolution >= 56 for p in depthwise) >= 20
+    # width-changing grouped convolutions whose groups divide both widths
+    assert any(p.out_width != p.width for p in grouped)
+    assert all(p.width % p.groups == 0 and p.out_width % p.groups == 0 for p in grouped)
+    assert all(p.cell_macs() <= MAX_CELL_MACS and p.widest_activation() <= MAX_ACTIVATION_ELEMENTS for p in probes)
+    assert draw_probe(8001, "depthwise") == draw_probe(8001, "depthwise") != draw_probe(8001)
+
+
+def test_a_depthwise_space_probe_exports_with_its_depthwise_kernel(tmp_path: Path) -> None:
+    seed = next(
+        s for s in range(100) if (p := draw_probe(s, "depthwise")).cell == "inverted_residual" and p.kernel == 7
+    )
+    model = ZooModel(name=f"dsw_s{seed}", kind="design_probe", seed=seed, probe_space="depthwise")
+    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (2, 1000) and np.isfinite(output).all()
+    convs = [
+        {a.name: (list(a.ints) or a.i) for a in n.attribute}
+        for n in onnx.load(exported.path).graph.node
+        if n.op_type == "Conv"
+    ]
+    assert any(c.get("kernel_shape") == [7, 7] and c.get("group", 1) > 1 for c in convs)
+
+
 def test_a_grouped_space_probe_exports_and_runs_in_ort(tmp_path: Path) -> None:
     seed = next(s for s in range(100) if draw_probe(s, "grouped_conv").groups >= 16)
     model = ZooModel(name=f"dsg_s{seed}", kind="design_probe", seed=seed, probe_space="grouped_conv")

@@ -11,7 +11,11 @@ layers and MLPs over the feature map's tokens, and pooling. Widths are log-unifo
 Two probe spaces: ``cells`` draws a cell type and its options as above; ``grouped_conv`` draws only
 grouped convolution cells, parameterised as RegNet and ResNeXt are, by the channels per group (4-64)
 and a width of 32-1024, so up to 128 narrow groups (``cells`` draws the number of groups, 2-32, and
-rarely makes groups of 8 channels at widths of a few hundred, which RegNet has).
+rarely makes groups of 8 channels at widths of a few hundred, which RegNet has); ``depthwise`` draws
+depthwise convolutions as MobileNet- and EfficientNet-style networks and random NAS cells use them:
+inverted residuals (expand 1x1, depthwise 3/5/7, optional squeeze-excitation, project) and plain
+depthwise or channel-changing grouped convolutions, at 14-112 px (a family held out ran its depthwise
+kernels of 5 and 7 at 56 px 15-40% faster than predicted: the cells space draws few of them).
 
 Probes are training samples, not architectures a user runs: their family (``design_space``) is
 always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
@@ -46,6 +50,10 @@ MAX_TOKENS = 784
 PROBE_SPACES: tuple[str, ...] = get_args(ProbeSpace)
 # Channels per group of the grouped_conv space: ResNeXt's 4-32 (32x4d) and RegNet's 8-64.
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64)
+# Resolutions of the depthwise space and how often each is drawn: the large maps where depthwise
+# kernels of 5 and 7 cost most.
+DEPTHWISE_RESOLUTIONS = (14, 28, 56, 112)
+DEPTHWISE_RESOLUTION_WEIGHTS = (0.2, 0.3, 0.3, 0.2)
 
 
 @dataclass(frozen=True)
@@ -170,12 +178,44 @@ def _draw_grouped(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_depthwise(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    mode = str(rng.choice(["inverted_residual", "inverted_residual", "depthwise", "grouped_change"]))
+    resolution = int(rng.choice(DEPTHWISE_RESOLUTIONS, p=DEPTHWISE_RESOLUTION_WEIGHTS))
+    kernel = int(rng.choice([3, 5, 7]))
+    stride = 2 if rng.random() < 0.3 else 1
+    activation = str(rng.choice(["relu", "relu6", "silu", "hardswish"]))
+    depth = int(rng.choice([1, 1, 2]))
+    if mode == "inverted_residual":
+        width = _log_width(rng, 16, 256)
+        out_width = width if rng.random() < 0.5 else _log_width(rng, 16, 320)
+        return ProbeSpec(
+            seed, "inverted_residual", resolution, width, out_width, kernel, stride,
+            expand=int(rng.choice([3, 4, 6])), se=bool(rng.random() < 0.5), activation=activation,
+            residual=stride == 1 and out_width == width, depth=depth,
+        )  # fmt: skip
+    if mode == "depthwise":
+        width = _log_width(rng, 16, 1024)
+        return ProbeSpec(
+            seed, "conv", resolution, width, width, kernel, stride, width, activation=activation,
+            residual=stride == 1 and rng.random() < 0.5, depth=depth,
+        )  # fmt: skip
+    # a grouped convolution that changes the width (random NAS cells: 40 -> 96 channels in 4 groups)
+    groups = int(rng.choice([2, 4, 8]))
+    width = max(groups, _log_width(rng, 16, 256) // groups * groups)
+    out_width = max(groups, _log_width(rng, 32, 512) // groups * groups)
+    return ProbeSpec(
+        seed, "conv", resolution, width, out_width, int(rng.choice([1, 3, 5])), stride, groups,
+        activation=activation, depth=1,
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
     Args:
         seed: any integer; equal seeds give equal probes.
-        space: ``cells`` (every cell type) or ``grouped_conv`` (grouped convolutions by channels per group).
+        space: ``cells`` (every cell type), ``grouped_conv`` (grouped convolutions by channels per group)
+            or ``depthwise`` (inverted residuals and depthwise or width-changing grouped convolutions).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample.
@@ -183,7 +223,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     Raises:
         ValueError: ``space`` is not one of PROBE_SPACES.
     """
-    draw_once = {"cells": _draw_once, "grouped_conv": _draw_grouped}.get(space)
+    draw_once = {"cells": _draw_once, "grouped_conv": _draw_grouped, "depthwise": _draw_depthwise}.get(space)
     if draw_once is None:
         raise ValueError(f"probe space {space!r} is not one of {', '.join(PROBE_SPACES)}")
     rng = np.random.default_rng(seed)

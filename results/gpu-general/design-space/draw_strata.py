@@ -18,6 +18,10 @@ Which probes fall in a stratum is a property of the probe spec alone; no measure
         --seed 6000 --max-macs 2e8 narrow_grouped=4 grouped_conv=2
     .venv/bin/python results/gpu-general/design-space/draw_strata.py --space grouped_conv --start 7000 --pool 1000 \
         --seed 7000 narrow_grouped=8 grouped_conv=8
+    # depthwise kernels of 5/7 at 28-112 px (design_space's depthwise space), beside the committee's 10 of
+    # select_probes.py --space depthwise (selection-depthwise.json)
+    .venv/bin/python results/gpu-general/design-space/draw_strata.py --space depthwise --start 8300 --pool 1000 \
+        --seed 8300 large_depthwise=10
 """
 
 from __future__ import annotations
@@ -41,6 +45,11 @@ STRATA: dict[str, Callable[[ProbeSpec], bool]] = {
     # dense convolutions of kernel 5 or 7, alone or as concat branches
     "large_dense": lambda p: (
         (p.cell == "conv" and p.groups == 1 and p.kernel >= 5) or (p.cell == "concat" and max(p.branches) >= 5)
+    ),
+    # depthwise kernels of 5 or 7 on maps of 28 px and more, alone or in an inverted residual
+    "large_depthwise": lambda p: (
+        p.kernel >= 5 and p.resolution >= 28
+        and (p.cell == "inverted_residual" or (p.cell == "conv" and p.groups == p.width == p.out_width))
     ),
     # every cell kind on its own (the CPU profile draws across all of them)
     "dense_conv": lambda p: p.cell == "conv" and p.groups == 1,
@@ -104,7 +113,8 @@ def main() -> None:
         chosen = draw(args.start, args.pool, args.seed, counts, args.max_macs, args.space)
     except ValueError as error:
         parser.exit(2, f"hase: error: {error}\n")
-    prefix, option = ("dsp", "") if args.space == "cells" else ("dsg", f", probe_space: {args.space}")
+    prefix = {"cells": "dsp", "grouped_conv": "dsg", "depthwise": "dsw"}[args.space]
+    option = "" if args.space == "cells" else f", probe_space: {args.space}"
     for name, seeds in chosen.items():
         print(f"      # {name}")
         for s in seeds:

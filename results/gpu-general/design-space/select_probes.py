@@ -9,6 +9,10 @@ committee's disagreement on kernels not yet covered, a quarter at random (`learn
     .venv/bin/python results/gpu-general/design-space/select_probes.py \
         --tables results/gpu-general/tables --bundle results/bundles/h100 --start 1000 --pool 400 --count 48 \
         --out results/gpu-general/design-space/selection.json
+    # depthwise convolutions (design_space's depthwise space; issue 11, 2026-11-24 afternoon)
+    .venv/bin/python results/gpu-general/design-space/select_probes.py \
+        --tables results/gpu-general/tables --bundle results/bundles/h100 --space depthwise --start 8000 \
+        --pool 300 --count 20 --out results/gpu-general/design-space/selection-depthwise.json
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ def main() -> None:
     parser.add_argument("--pool", type=int, default=400)
     parser.add_argument("--count", type=int, default=48)
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 16, 128])
+    parser.add_argument("--space", default="cells", help="the probe space (design_space.PROBE_SPACES)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args()
 
@@ -56,13 +61,13 @@ def main() -> None:
         candidates, specs = [], {}
         for seed in range(args.start, args.start + args.pool):
             path = Path(tmp) / f"probe_{seed}.onnx"
-            trace_to_onnx(build_probe_network(seed), torch.randn(2, 3, 224, 224), path, 17, dynamic_batch=True)
+            trace_to_onnx(build_probe_network(seed, space=args.space), torch.randn(2, 3, 224, 224), path, 17, dynamic_batch=True)
             spreads: dict[str, float] = {}
             for batch in args.batches:
                 kernels, _ = bundle.kernels(path, batch)
                 spreads.update(kernel_spreads(members, kernels, loads))
             candidates.append(CandidateScore(str(seed), spreads))
-            specs[str(seed)] = draw_probe(seed).to_dict()
+            specs[str(seed)] = draw_probe(seed, args.space).to_dict()
         print(f"{len(candidates)} candidates scored after {time.time() - started:.0f} s", flush=True)
     picked = choose(candidates, args.count, explore_share=0.25, seed=args.start)
     by_name = {c.name: c for c in candidates}
