@@ -61,7 +61,9 @@ def main() -> None:
         candidates, specs = [], {}
         for seed in range(args.start, args.start + args.pool):
             path = Path(tmp) / f"probe_{seed}.onnx"
-            trace_to_onnx(build_probe_network(seed, space=args.space), torch.randn(2, 3, 224, 224), path, 17, dynamic_batch=True)
+            trace_to_onnx(
+                build_probe_network(seed, space=args.space), torch.randn(2, 3, 224, 224), path, 17, dynamic_batch=True
+            )
             spreads: dict[str, float] = {}
             for batch in args.batches:
                 kernels, _ = bundle.kernels(path, batch)
