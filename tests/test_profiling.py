@@ -170,9 +170,12 @@ def test_the_asset_profiles_a_real_model_with_its_partition_key(profiled) -> Non
     assert summary["config"]["key"] == SMOKE and summary["device"] == "cpu"
     shares = summary["categories"]
     assert abs(sum(shares.values()) - 1.0) < 1e-9
-    # A BERT spends most of its operator time in matrix products, and profiles its embedding lookups.
-    assert max(shares, key=lambda c: shares[c]) == "matrix"
+    # The shares are the ops' self CPU times summed by category (which category leads a tiny BERT's CPU
+    # profile depends on the machine's timing: "activation" once outranked "matrix" on a 2-core VM).
     ops = {r["op"]: r for r in summary["ops"]}
+    matrix_ms = sum(r["self_cpu_ms"] for r in summary["ops"] if r["category"] == "matrix")
+    assert shares["matrix"] == pytest.approx(matrix_ms / sum(r["self_cpu_ms"] for r in summary["ops"]))
+    assert shares["matrix"] > 0
     assert ops["aten::addmm"]["category"] == "matrix" and ops["aten::addmm"]["calls"] > 0
     assert ops["aten::linear"]["total_cpu_ms"] >= ops["aten::addmm"]["self_cpu_ms"]
     # The trace is a gzipped Chrome trace.
