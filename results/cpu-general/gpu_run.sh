@@ -9,6 +9,9 @@
 #   regnet_y_1_6gf efficientnet_b1 shufflenet_v2_x1_5 squeezenet1_0 mnasnet0_75" bash results/cpu-general/gpu_run.sh
 #   (exporting those 72 files took 4 min on the host: with BUDGET_S=540 the first call ran past the 600 s limit
 #   before writing its tarball; BUDGET_S=300 on a call that exports)
+#   set E on the H100 (fixed 2026-11-24 13:20 UTC, predicted blind at 13:22 with the bundle of 13:16; seed 751
+#   does not build): WORK=/tmp/setE-gpu SEEDS=749-750,752-761 BATCHES=1,4,16,64 MODELS="vit_b_32 densenet169
+#   efficientnet_b2 regnet_x_3_2gf mnasnet1_3 shufflenet_v2_x2_0" BUDGET_S=300 bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
