@@ -4,11 +4,11 @@
 # here into one folder for CPython 3.12 (the GPU image's), packed as tar.xz and split into PIECES equal
 # pieces .gpuhost/plN/payload.part.N. A device call carries at most 64 MiB with the working tree (49.6 MB
 # on 2026-11-23, 21:15 UTC; 52.2 MB on 2026-11-24; 56.4 MB at 11:20 UTC that day, 0.6 MB short of the limit with
-# a 10.0 MB piece: the next build wants PIECES=30, and install.sh's PIECES with it), so one piece of about 10 MB
-# travels per call (24 calls).
+# a 10.0 MB piece; 58.3 MB at 13:25 UTC, so 30 pieces of 7.7 MB since, the default of both scripts), so one
+# piece travels per call (30 calls).
 #   bash results/gpu-payload/build.sh            # about 9 min on 2 cores (downloads, then xz -9)
 set -euo pipefail
-pieces=${PIECES:-24}
+pieces=${PIECES:-30}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 gh=.gpuhost
