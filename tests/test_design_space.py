@@ -84,38 +84,36 @@ def test_the_depthwise_space_draws_depthwise_kernels_of_5_and_7_at_large_maps() 
     assert draw_probe(8001, "depthwise") == draw_probe(8001, "depthwise") != draw_probe(8001)
 
 
-def test_a_depthwise_space_probe_exports_with_its_depthwise_kernel(tmp_path: Path) -> None:
-    seed = next(
-        s for s in range(100) if (p := draw_probe(s, "depthwise")).cell == "inverted_residual" and p.kernel == 7
-    )
-    model = ZooModel(name=f"dsw_s{seed}", kind="design_probe", seed=seed, probe_space="depthwise")
-    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
+def _exported_convolutions(model: ZooModel, folder: Path) -> list[dict[str, Any]]:
+    """Exports ``model`` at 224 px, batch 2, checks that ORT runs it to finite logits, and returns each
+    Conv node's attributes (lists for repeated ones)."""
+    exported = export_variant(ModelVariant(model, 224, 2), folder, 17)
     session = make_session(exported.path, "cpu")
     (output,) = session.run(None, random_inputs(session))
     assert output.shape == (2, 1000) and np.isfinite(output).all()
-    convs = [
+    return [
         {a.name: (list(a.ints) or a.i) for a in n.attribute}
         for n in onnx.load(exported.path).graph.node
         if n.op_type == "Conv"
     ]
+
+
+def test_a_depthwise_space_probe_exports_with_its_depthwise_kernel(tmp_path: Path) -> None:
+    seed = next(
+        s for s in range(100) if (p := draw_probe(s, "depthwise")).cell == "inverted_residual" and p.kernel == 7
+    )
+    convs = _exported_convolutions(
+        ZooModel(name="w", kind="design_probe", seed=seed, probe_space="depthwise"), tmp_path
+    )
     assert any(c.get("kernel_shape") == [7, 7] and c.get("group", 1) > 1 for c in convs)
 
 
 def test_a_grouped_space_probe_exports_and_runs_in_ort(tmp_path: Path) -> None:
     seed = next(s for s in range(100) if draw_probe(s, "grouped_conv").groups >= 16)
-    model = ZooModel(name=f"dsg_s{seed}", kind="design_probe", seed=seed, probe_space="grouped_conv")
-    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
-    session = make_session(exported.path, "cpu")
-    (output,) = session.run(None, random_inputs(session))
-    assert output.shape == (2, 1000) and np.isfinite(output).all()
-    groups = [
-        a.i
-        for n in onnx.load(exported.path).graph.node
-        if n.op_type == "Conv"
-        for a in n.attribute
-        if a.name == "group"
-    ]
-    assert draw_probe(seed, "grouped_conv").groups in groups
+    convs = _exported_convolutions(
+        ZooModel(name="g", kind="design_probe", seed=seed, probe_space="grouped_conv"), tmp_path
+    )
+    assert draw_probe(seed, "grouped_conv").groups in [c.get("group", 1) for c in convs]
     with pytest.raises(ValidationError, match="probe_space is a design_probe's option"):
         ZooModel(name="r", kind="random_nas", seed=1, probe_space="grouped_conv")
 
