@@ -48,7 +48,8 @@ STRATA: dict[str, Callable[[ProbeSpec], bool]] = {
     ),
     # depthwise kernels of 5 or 7 on maps of 28 px and more, alone or in an inverted residual
     "large_depthwise": lambda p: (
-        p.kernel >= 5 and p.resolution >= 28
+        p.kernel >= 5
+        and p.resolution >= 28
         and (p.cell == "inverted_residual" or (p.cell == "conv" and p.groups == p.width == p.out_width))
     ),
     # every cell kind on its own (the CPU profile draws across all of them)
