@@ -36,6 +36,7 @@ SOURCES = {
         [_timings(RESULTS / "cpu-general" / "gpu"), _timings(RESULTS / "cpu-general" / "gpu-small")]
     ),
     "set D (2026-11-24 10:21)": lambda: _timings(RESULTS / "cpu-general" / "gpu-setD"),
+    "set E, second machine (2026-11-24 13:43)": lambda: _timings(RESULTS / "cpu-general" / "gpu-setE"),
 }
 
 
