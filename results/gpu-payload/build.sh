@@ -2,10 +2,10 @@
 # Build the GPU host's offline payload: onnxruntime-gpu 1.31.1, the Dagster stack, simpy
 # and the profiling wheels (transformers' and HolisticTraceAnalysis' missing pieces), installed
 # here into one folder for CPython 3.12 (the GPU image's), packed as tar.xz and split into PIECES equal
-# pieces .gpuhost/plN/payload.part.N. A device call carries at most 64 MiB with the working tree (49.6 MB
-# on 2026-11-23, 21:15 UTC; 52.2 MB on 2026-11-24; 56.4 MB at 11:20 UTC that day, 0.6 MB short of the limit with
-# a 10.0 MB piece; 58.3 MB at 13:25 UTC, so 30 pieces of 7.7 MB since, the default of both scripts), so one
-# piece travels per call (30 calls).
+# pieces .gpuhost/plN/payload.part.N, each with a `pieces` file holding the count (install.sh waits for that
+# many). A device call carries at most 64 MiB with the working tree (49.6 MB on 2026-11-23, 21:15 UTC; 52.2 MB on
+# 2026-11-24; 56.4 MB at 11:20 UTC that day, 0.6 MB short of the limit with a 10.0 MB piece; 58.3 MB at 13:25 UTC,
+# so 30 pieces of 7.7 MB since), so one piece travels per call (30 calls).
 #   bash results/gpu-payload/build.sh            # about 9 min on 2 cores (downloads, then xz -9)
 set -euo pipefail
 pieces=${PIECES:-30}
@@ -27,5 +27,6 @@ rm -rf $gh/pl[0-9]*
 (cd "$work" && split -n "$pieces" -d -a 2 payload.tar.xz piece.)
 for i in $(seq 0 $((pieces - 1))); do
   mkdir -p "$gh/pl$i" && mv "$work/piece.$(printf %02d "$i")" "$gh/pl$i/payload.part.$i"
+  echo "$pieces" > "$gh/pl$i/pieces"  # install.sh reads how many to wait for from any piece it has
 done
 du -sh $gh/pl[0-9]*
