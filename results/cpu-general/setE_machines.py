@@ -8,17 +8,18 @@ predictions (``predictions_b*.json``) scored against each machine and against th
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
+from score_gpu import measured, predicted
 
 HERE = Path(__file__).resolve().parent / "gpu-setE"
 
 
-def _idle(path: Path) -> pd.Series:
-    rows = pd.DataFrame(json.loads(path.read_text()))
-    return rows[rows.status == "ok"].set_index("model")["mean_ms"]
+def _idle(folder: Path) -> pd.Series:
+    """The idle mean latency per file of a gpu_run.sh folder (its ``timings/``)."""
+    rows = measured([folder])
+    return rows[rows.stress_level == 0.0].set_index("model")["mean_ms"]
 
 
 def _score(predicted: pd.Series, measured: pd.Series, batch: pd.Series) -> dict[str, object]:
@@ -34,16 +35,10 @@ def _score(predicted: pd.Series, measured: pd.Series, batch: pd.Series) -> dict[
 
 
 def main() -> None:
-    first, second = _idle(HERE / "machine1" / "level-0.00.json"), _idle(HERE / "timings" / "level-0.00.json")
-    frame = pd.DataFrame({"first": first, "second": second}).dropna()
+    frame = pd.DataFrame({"first": _idle(HERE / "machine1"), "second": _idle(HERE)}).dropna()
     frame["batch"] = frame.index.str.extract(r"_b(\d+)\.onnx$", expand=False).astype(int).values
-    predicted = {
-        p["model"]: p["predicted_ms"]
-        for b in (1, 4, 16, 64)
-        for p in json.loads((HERE / f"predictions_b{b}.json").read_text())["predictions"]
-        if p["load_source"].startswith("idle")
-    }
-    frame["predicted"] = frame.index.map(predicted)
+    idle = predicted(HERE).query("stress_level == 0.0").set_index("model")["predicted_ms"]
+    frame["predicted"] = frame.index.map(idle)
     both = (frame["first"] * frame["second"]) ** 0.5
     rows = {
         "first machine's timing, against the second's": _score(frame["first"], frame["second"], frame["batch"]),
