@@ -90,8 +90,8 @@ class ZooModel(_Strict):
     num_layers: PositiveInt = 12
     # The random network's or probe's seed (random_nas and design_probe only).
     seed: Annotated[int, Field(ge=0)] = 0
-    # The design_probe's space (analysis.design_space): every cell type, or grouped convolutions drawn by
-    # channels per group.
+    # The design_probe's space (analysis.design_space.draw_probe): every cell type, grouped convolutions by
+    # channels per group, or depthwise convolutions.
     probe_space: ProbeSpace = "cells"
     # Never trained on: only measured as a whole model (its kernels at idle, for the load-blind
     # baseline), so the evaluation reports how Hase does on an architecture it never saw.

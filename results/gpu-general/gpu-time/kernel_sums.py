@@ -1,8 +1,8 @@
 """A bundle's idle kernel predictions against CUPTI's kernel time per run (``gpu_time.jsonl``): per file
 the predicted idle sum of its non-view kernels less 2.48 us a kernel (the standalone device clock's own
 share, fitted on the training networks; README) over the measured GPU kernel time. Prints the median
-ratio and the share within +-10% per set (anchors: training networks; checker: the independent
-generator; ns2: the second never-seen set) and batch size.
+ratio and the share within +-10% per folder of ``--files`` (as exported: anch, the training networks;
+ckg, the independent generator; ns2, the second never-seen set) and per batch size.
 
     .venv/bin/python results/gpu-general/gpu-time/kernel_sums.py results/bundles/h100 \
         --files /tmp/anch /tmp/ckg /tmp/ns2     # the ONNX files as gpu-time/README.md exports them
