@@ -12,7 +12,7 @@
 #   set E on the H100 (fixed 2026-11-24 13:20 UTC, predicted blind at 13:22 with the bundle of 13:16; seed 751
 #   does not build): WORK=/tmp/setE-gpu SEEDS=749-750,752-761 BATCHES=1,4,16,64 MODELS="vit_b_32 densenet169
 #   efficientnet_b2 regnet_x_3_2gf mnasnet1_3 shufflenet_v2_x2_0" BUDGET_S=300 bash results/cpu-general/gpu_run.sh
-#   set F on the H100 (fixed 2026-11-24 16:31 UTC, before the graph factors were fitted; seeds 762-773 all build;
+#   set F on the H100 (fixed 2026-11-24 16:24 UTC, before the graph factors were fitted; seeds 762-773 all build;
 #   none of the six torchvision models is in any profile or earlier set): WORK=/tmp/setF-gpu SEEDS=762-773
 #   BATCHES=1,4,16,64 MODELS="inception_v3 efficientnet_v2_s regnet_y_3_2gf convnext_small vgg11_bn resnet101"
 #   BUDGET_S=300 bash results/cpu-general/gpu_run.sh
