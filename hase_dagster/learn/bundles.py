@@ -198,6 +198,10 @@ class Bundle:
             self._kernel_cache[key] = (detection.kernels, dict(detection.coverage))
         return self._kernel_cache[key]
 
+    def fixed_batch(self, path: Path) -> int | None:
+        """The batch size ``path`` is fixed at, None where its batch dimension is free."""
+        return self._model(path).fixed_batch
+
     def _model(self, path: Path) -> BatchedModel:
         """``path`` read once (its structure, not its large weights) for the life of the bundle object."""
         from hase_dagster.learn.predict_file import BatchedModel

@@ -85,10 +85,10 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
     models = networks(models[models["variant_id"].isin(kernels)])
     never_seen = models["held_out"].astype(bool)
     shipped = shipped or train_predictor(store, ep)
-    kind = shipped.regressor.kind
+    kind, factors = shipped.regressor.kind, shipped.regressor.graph_factors
     trained = models[~never_seen]
     by_architecture = {
-        a: train_predictor(store, ep, exclude_architectures={a}, kind=kind)
+        a: train_predictor(store, ep, exclude_architectures={a}, kind=kind, graph_factors=factors)
         for a in sorted(trained["architecture"].unique())
     }
     # Leave one family out only where another family remains to learn from.
@@ -96,7 +96,11 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
     by_family = (
         {
             f: train_predictor(
-                store, ep, exclude_architectures=set(trained.loc[trained["family"] == f, "architecture"]), kind=kind
+                store,
+                ep,
+                exclude_architectures=set(trained.loc[trained["family"] == f, "architecture"]),
+                kind=kind,
+                graph_factors=factors,
             )
             for f in families
         }

@@ -27,6 +27,7 @@ from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.fusion import VIEW_OP_TYPES
 from hase_dagster.analysis.model_dag import critical_path_ms
 from hase_dagster.analysis.peak_memory import predict_peak_memory
+from hase_dagster.learn.graph_factors import GraphFactors, kernel_category
 from hase_dagster.learn.regressor import LatencyRegressor
 from hase_dagster.learn.timeslice import TimeSlicing
 
@@ -409,6 +410,8 @@ def predict_kernels_under(
     records = [k.to_dict() for k in kernels]
     out = []
     for predicted in regressor.predict_kernels(records, loads):
+        if regressor.graph_factors is not None:
+            predicted = in_graph(regressor.graph_factors, kernels, predicted)
         out.append(
             [
                 KernelPrediction(
@@ -425,6 +428,16 @@ def predict_kernels_under(
             ]
         )
     return out
+
+
+def in_graph(factors: GraphFactors, kernels: list[Kernel], predicted: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Standalone predictions (per target, per kernel) as in-graph ones: each kernel's time scaled by
+    its category's factor (:class:`GraphFactors`)."""
+    categories = [kernel_category(k) for k in kernels]
+    return {
+        target: np.array([factors.scale(c, float(ms)) for c, ms in zip(categories, values, strict=True)])
+        for target, values in predicted.items()
+    }
 
 
 def idle_load(regressor: LatencyRegressor, load: dict[str, float]) -> dict[str, float]:

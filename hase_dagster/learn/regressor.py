@@ -32,6 +32,7 @@ from hase_dagster.learn.estimators import (
     make_estimator,
 )
 from hase_dagster.learn.features import PRECISION_FEATURES, as_matrix, feature_frame, feature_matrix, numeric_columns
+from hase_dagster.learn.graph_factors import GraphFactors
 
 if TYPE_CHECKING:  # imported where training needs it: a prediction from a saved regressor needs no pandas
     import pandas as pd
@@ -65,6 +66,8 @@ class LatencyRegressor:
     metrics: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=dict)
     batch_sizes: list[int] = field(default_factory=list)
+    # In-graph over standalone GPU time per kernel category (learn.graph_factors); None: standalone times.
+    graph_factors: GraphFactors | None = None
 
     @property
     def numeric_columns(self) -> list[str]:
@@ -112,6 +115,7 @@ class LatencyRegressor:
             "metrics": self.metrics,
             "versions": self.versions,
             "targets": {target: model.save(folder, target) for target, model in self.models.items()},
+            "graph_factors": self.graph_factors.to_json() if self.graph_factors else None,
         }
 
     @classmethod
@@ -130,6 +134,7 @@ class LatencyRegressor:
             dict(entry.get("metrics", {})),
             dict(entry.get("versions", {})),
             [int(b) for b in entry.get("batch_sizes", [])],
+            GraphFactors.from_json(entry["graph_factors"]) if entry.get("graph_factors") else None,
         )
 
 

@@ -17,6 +17,7 @@ from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
 from hase_dagster.core.paths import DataPaths
 from hase_dagster.learn.estimators import dumps
+from hase_dagster.learn.graph_factors import GraphFactors
 from hase_dagster.learn.predict import Composition, Sums, model_sums
 from hase_dagster.learn.regressor import LatencyRegressor, rows_without, train_regressor, training_rows
 
@@ -217,12 +218,18 @@ def composition_points(
 
 
 def train_predictor(
-    store: Warehouse, ep: str, exclude_architectures: Iterable[str] = (), kind: str | None = None
+    store: Warehouse,
+    ep: str,
+    exclude_architectures: Iterable[str] = (),
+    kind: str | None = None,
+    graph_factors: GraphFactors | None = None,
 ) -> Predictor:
     """Regressor on kernel benchmarks and composition on model benchmarks of ``ep``; with
     ``exclude_architectures``, nothing of those architectures is seen (no kernel instance any of
     them uses, no measurement of them). Held-out models (``held_out`` in the profile) are never seen;
-    design-space probes train the regressor, not the composition."""
+    design-space probes train the regressor, not the composition. ``graph_factors`` (fitted
+    elsewhere, on CUPTI's GPU time of whole networks) scale the regressor's kernel times inside a
+    model, and the composition is fitted on the scaled times."""
     excluded = set(exclude_architectures)
     rows = training_rows(store, ep)
     models = measured_models(store, ep)
@@ -231,6 +238,7 @@ def train_predictor(
         rows = rows_without(rows, excluded)
         models = models[~models["architecture"].isin(excluded)]
     regressor = train_regressor(rows.reset_index(drop=True), ep, kind=kind)
+    regressor.graph_factors = graph_factors
     # Design-space probes train the kernels only: hundreds of them would outweigh the real networks
     # the composition is for (fitted on them too, every setting got worse: results/gpu-general).
     floor = host_floor_ms(store, ep)

@@ -341,6 +341,7 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
     from hase_dagster.core.config import data_dir
     from hase_dagster.core.paths import DataPaths
     from hase_dagster.learn.bundles import export_bundle
+    from hase_dagster.learn.graph_factors import read_graph_factors
     from hase_dagster.learn.training import Predictor, train_predictor
     from warehouse.store import Warehouse
 
@@ -361,12 +362,59 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
         ep = args.ep or (eps[0] if len(eps) == 1 else None)
         if ep is None or ep not in eps:
             raise HaseError(f"pick the EP with --ep: the kernel benchmarks there are of {eps or 'none'}")
+        factors = read_graph_factors(args.graph_factors) if args.graph_factors else None
         if args.tables:
-            predictor = train_predictor(store, ep, kind=args.kind)
+            predictor = train_predictor(store, ep, kind=args.kind, graph_factors=factors)
+        elif factors is not None:
+            raise HaseError("--graph-factors needs --tables: the composition is fitted again on scaled kernel times")
         else:
             predictor = Predictor.load(paths.predictor(ep))
         folder = export_bundle(store, ep, predictor, out, args.name, args.rules, provenance)
     print(f"bundle {args.name} ({ep}) written to {folder}")
+    return 0
+
+
+def cmd_predictor_graph_factors(args: argparse.Namespace) -> int:
+    from hase_dagster.learn.bundles import load_bundle
+    from hase_dagster.learn.graph_factors import (
+        STANDALONE_OVERHEAD_MS,
+        fit_graph_factors,
+        idle_work_ms,
+        read_cupti_times,
+        write_graph_factors,
+    )
+
+    bundle = load_bundle(args.predictor)
+    if bundle.ep != "cuda":
+        raise HaseError(f"graph factors scale GPU kernel times; bundle {bundle.name} is for {bundle.ep}")
+    measured = read_cupti_times(args.cupti)
+    work, gpu_ms, missing = [], [], []
+    for name, gpu in sorted(measured.items()):
+        path = next((folder / name for folder in args.files if (folder / name).is_file()), None)
+        if path is None:
+            missing.append(name)
+            continue
+        batch = bundle.fixed_batch(path)
+        if batch is None:
+            raise HaseError(f"{path} has no fixed batch size: the GPU time was measured at one")
+        kernels, _ = bundle.kernels(path, batch)
+        work.append(idle_work_ms(bundle.predictor.regressor, kernels, STANDALONE_OVERHEAD_MS))
+        gpu_ms.append(gpu)
+    if not work:
+        raise HaseError(f"none of the {len(measured)} files with a GPU time is in {[str(f) for f in args.files]}")
+    source = f"{', '.join(str(p) for p in args.cupti)} ({len(work)} files); predictions of bundle {bundle.name}"
+    factors = fit_graph_factors(work, gpu_ms, ridge=args.ridge, source=source)
+    write_graph_factors(factors, args.out)
+    scores = factors.scores
+    print(
+        f"graph factors from {len(work)} files ({len(missing)} with a GPU time not found): "
+        + ", ".join(f"{c} {f:.3f}" for c, f in factors.factors.items())
+    )
+    print(
+        f"kernel sums against CUPTI: mean |error| {scores['mean_abs_error_pct_before']:.1f}% -> "
+        f"{scores['mean_abs_error_pct_after']:.1f}%, within +-10% {scores['within_10_pct_before']:.0f}% -> "
+        f"{scores['within_10_pct_after']:.0f}%; written to {args.out}"
+    )
     return 0
 
 
@@ -491,13 +539,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     from hase_dagster.learn.evaluation import evaluate, write_report
+    from hase_dagster.learn.graph_factors import read_graph_factors
     from hase_dagster.learn.reports import import_tables, regressor_report
     from hase_dagster.learn.training import train_predictor
 
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         store = import_tables(args.tables, Path(tmp) / "imported.duckdb")
-        shipped = train_predictor(store, args.ep, kind=args.kind)
+        factors = read_graph_factors(args.graph_factors) if args.graph_factors else None
+        shipped = train_predictor(store, args.ep, kind=args.kind, graph_factors=factors)
         result = evaluate(store, args.ep, shipped)
     write_report(result, args.out, f"Hase on {args.ep}")
     (args.out / "regressor.md").write_text(
@@ -586,6 +636,13 @@ def _positive_seconds(text: str) -> float:
     value = _finite_float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value:g}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = _finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative number, got {value:g}")
     return value
 
 
@@ -761,7 +818,22 @@ def build_parser() -> argparse.ArgumentParser:
         "--kind", choices=list(REGRESSOR_KINDS), default=None, help="with --tables: regressor kind (default: compare)"
     )
     export.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)")
+    export.add_argument(
+        "--graph-factors", type=Path, default=None, help="with --tables: in-graph factors (predictor graph-factors)"
+    )
     export.set_defaults(handler=cmd_predictor_export)
+    factors = predictor_commands.add_parser(
+        "graph-factors",
+        help="fit in-graph factors per kernel category from CUPTI's GPU kernel time of whole networks",
+    )
+    factors.add_argument("--predictor", required=True, help="a CUDA bundle (name or folder): its kernel predictions")
+    factors.add_argument(
+        "--cupti", type=Path, nargs="+", required=True, help="gpu_time_study.py's JSON lines (file, gpu_kernel_ms)"
+    )
+    factors.add_argument("--files", type=Path, nargs="+", required=True, help="folders holding those ONNX files")
+    factors.add_argument("--ridge", type=_non_negative, default=1.0, help="pull toward 1, in networks (default 1)")
+    factors.add_argument("--out", type=Path, required=True, help="the factors' JSON file")
+    factors.set_defaults(handler=cmd_predictor_graph_factors)
     listing = predictor_commands.add_parser("list", help="shipped and imported bundles")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(handler=cmd_predictor_list)
@@ -790,6 +862,7 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument(
         "--kind", choices=list(REGRESSOR_KINDS), default=None, help="regressor kind (default: compare all)"
     )
+    tables.add_argument("--graph-factors", type=Path, default=None, help="in-graph factors (predictor graph-factors)")
     tables.set_defaults(handler=cmd_evaluate_tables)
 
     importer = commands.add_parser(

@@ -18,6 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 from hase_dagster.learn.bundles import load_bundle
+from hase_dagster.learn.graph_factors import read_graph_factors
 from hase_dagster.learn.predict import VIEW_FAMILIES
 
 HERE = Path(__file__).resolve().parent
@@ -28,8 +29,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bundle")
     parser.add_argument("--files", type=Path, nargs="+", required=True, help="folders of the study's ONNX files")
+    parser.add_argument("--graph-factors", type=Path, help="scale the bundle's kernels by these factors instead")
     args = parser.parse_args()
     bundle = load_bundle(args.bundle)
+    if args.graph_factors:
+        bundle.predictor.regressor.graph_factors = read_graph_factors(args.graph_factors)
     measured = {}
     for line in (HERE / "gpu_time.jsonl").read_text().splitlines():
         row = json.loads(line)
