@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 import yaml
+from onnx import TensorProto, helper, numpy_helper
 
 from hase_dagster.analysis.zoo import ModelVariant, export_variant
 from hase_dagster.core.config import ZooModel
@@ -74,4 +77,33 @@ def transformer_onnx(models_dir: Path) -> Path:
 def test_config(tmp_path: Path) -> Path:
     path = tmp_path / "hase.yaml"
     path.write_text(yaml.safe_dump(TEST_PROFILE))
+    return path
+
+
+def conv_network(path: Path, batch: int, channels: int, size: int) -> Path:
+    """Conv 3x3 -> Relu -> depthwise 3x3 -> Conv 1x1, at a fixed batch."""
+    rng = np.random.default_rng(channels)
+
+    def weight(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
+        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.1, name)
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a"], ["b"]),
+        helper.make_node("Conv", ["b", "w2"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=channels),
+        helper.make_node("Conv", ["c", "w3"], ["y"], kernel_shape=[1, 1]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "net",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 2 * channels, size, size])],
+        [
+            weight("w1", (channels, 16, 3, 3)),
+            weight("w2", (channels, 1, 3, 3)),
+            weight("w3", (2 * channels, channels, 1, 1)),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, path)
     return path

@@ -10,9 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.graph import TensorInfo
@@ -28,6 +26,7 @@ from hase_dagster.learn.graph_factors import (
     write_graph_factors,
 )
 from hase_dagster.learn.predict import predict_kernels_under
+from tests.conftest import conv_network
 
 ROOT = Path(__file__).resolve().parents[1]
 H100 = ROOT / "results" / "bundles" / "h100"
@@ -107,35 +106,6 @@ def test_scale_keeps_the_clock_overhead_and_files_round_trip(tmp_path: Path) -> 
         read_graph_factors(path)
 
 
-def _network(path: Path, batch: int, channels: int, size: int) -> Path:
-    """Conv 3x3 -> Relu -> depthwise 3x3 -> Conv 1x1, at a fixed batch."""
-    rng = np.random.default_rng(channels)
-
-    def weight(name: str, shape: tuple[int, ...]) -> onnx.TensorProto:
-        return numpy_helper.from_array(rng.standard_normal(shape).astype(np.float32) * 0.1, name)
-
-    nodes = [
-        helper.make_node("Conv", ["x", "w1"], ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
-        helper.make_node("Relu", ["a"], ["b"]),
-        helper.make_node("Conv", ["b", "w2"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], group=channels),
-        helper.make_node("Conv", ["c", "w3"], ["y"], kernel_shape=[1, 1]),
-    ]
-    graph = helper.make_graph(
-        nodes,
-        "net",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 16, size, size])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 2 * channels, size, size])],
-        [
-            weight("w1", (channels, 16, 3, 3)),
-            weight("w2", (channels, 1, 3, 3)),
-            weight("w3", (2 * channels, channels, 1, 1)),
-        ],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.save(model, path)
-    return path
-
-
 @pytest.fixture(scope="module")
 def h100_bundle():
     if not H100.is_dir():
@@ -149,7 +119,7 @@ def test_graph_factors_command_fits_the_committed_bundle_on_real_files(tmp_path:
     files = tmp_path / "files"
     files.mkdir()
     shapes = [(4, 32, 56), (16, 64, 28), (1, 96, 112), (8, 128, 14), (2, 48, 56), (32, 32, 28)]
-    paths = [_network(files / f"net{i}_b{b}.onnx", b, c, s) for i, (b, c, s) in enumerate(shapes)]
+    paths = [conv_network(files / f"net{i}_b{b}.onnx", b, c, s) for i, (b, c, s) in enumerate(shapes)]
     regressor = h100_bundle.predictor.regressor
     rows = []
     for path, (batch, _, _) in zip(paths, shapes, strict=True):

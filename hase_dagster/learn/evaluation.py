@@ -16,6 +16,7 @@ load-blind predictor says).
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from hase_dagster.learn.memory_evaluation import evaluate_memory
+from hase_dagster.learn.model_timings import TimedModel
 from hase_dagster.learn.predict import predict_model
 from hase_dagster.learn.training import (
     Predictor,
@@ -75,10 +77,13 @@ def _idle_kernel_sums(store: Warehouse, ep: str) -> pd.Series:
     return sums["idle_sum_ms"].where(sums["measured"] == sums["kernels"])
 
 
-def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Evaluation:
+def evaluate(
+    store: Warehouse, ep: str, shipped: Predictor | None = None, timed_models: Sequence[TimedModel] = ()
+) -> Evaluation:
     """Evaluate every measured model of ``ep`` at every stress level, in four settings:
     ``trained_on_all``, ``held_out_architecture`` and ``held_out_family`` for the training models,
-    ``never_seen`` for held-out models."""
+    ``never_seen`` for held-out models. ``timed_models`` (networks outside the warehouse, of no
+    family of its models) join every predictor's composition, the held-out ones' too."""
     models = measured_models(store, ep)
     kernels = kernels_by_variant(store, ep)
     # Design-space probes are in every predictor's training (through the store), never a case.
@@ -88,7 +93,9 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
     kind, factors = shipped.regressor.kind, shipped.regressor.graph_factors
     trained = models[~never_seen]
     by_architecture = {
-        a: train_predictor(store, ep, exclude_architectures={a}, kind=kind, graph_factors=factors)
+        a: train_predictor(
+            store, ep, exclude_architectures={a}, kind=kind, graph_factors=factors, timed_models=timed_models
+        )
         for a in sorted(trained["architecture"].unique())
     }
     # Leave one family out only where another family remains to learn from.
@@ -101,6 +108,7 @@ def evaluate(store: Warehouse, ep: str, shipped: Predictor | None = None) -> Eva
                 exclude_architectures=set(trained.loc[trained["family"] == f, "architecture"]),
                 kind=kind,
                 graph_factors=factors,
+                timed_models=timed_models,
             )
             for f in families
         }

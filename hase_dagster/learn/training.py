@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
 from hase_dagster.core.paths import DataPaths
 from hase_dagster.learn.estimators import dumps
 from hase_dagster.learn.graph_factors import GraphFactors
+from hase_dagster.learn.model_timings import TimedModel
 from hase_dagster.learn.predict import Composition, Sums, model_sums
 from hase_dagster.learn.regressor import LatencyRegressor, rows_without, train_regressor, training_rows
 
@@ -223,13 +224,16 @@ def train_predictor(
     exclude_architectures: Iterable[str] = (),
     kind: str | None = None,
     graph_factors: GraphFactors | None = None,
+    timed_models: Sequence[TimedModel] = (),
 ) -> Predictor:
     """Regressor on kernel benchmarks and composition on model benchmarks of ``ep``; with
     ``exclude_architectures``, nothing of those architectures is seen (no kernel instance any of
     them uses, no measurement of them). Held-out models (``held_out`` in the profile) are never seen;
     design-space probes train the regressor, not the composition. ``graph_factors`` (fitted
     elsewhere, on CUPTI's GPU time of whole networks) scale the regressor's kernel times inside a
-    model, and the composition is fitted on the scaled times."""
+    model, and the composition is fitted on the scaled times. ``timed_models`` (networks outside the
+    warehouse, timed whole, their kernels detected statically: ``learn.model_timings``) are
+    composition points beside the warehouse's models."""
     excluded = set(exclude_architectures)
     rows = training_rows(store, ep)
     models = measured_models(store, ep)
@@ -243,6 +247,11 @@ def train_predictor(
     # the composition is for (fitted on them too, every setting got worse: results/gpu-general).
     floor = host_floor_ms(store, ep)
     points = composition_points(regressor, networks(models), kernels_by_variant(store, ep), floor)
+    loads = {level: load_at_level(store, ep, level) for level in sorted({t.stress_level for t in timed_models})}
+    points += [
+        (model_sums(regressor, list(t.kernels), loads[t.stress_level], floor)[0], t.mean_ms, t.p90_ms)
+        for t in timed_models
+    ]
     composition = Composition.fit(points, floor)
     return Predictor(regressor, composition)
 

@@ -342,10 +342,17 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
     from hase_dagster.core.paths import DataPaths
     from hase_dagster.learn.bundles import export_bundle
     from hase_dagster.learn.graph_factors import read_graph_factors
+    from hase_dagster.learn.model_timings import read_timing_sets
     from hase_dagster.learn.training import Predictor, train_predictor
     from warehouse.store import Warehouse
 
     provenance = _read_json_object(args.provenance) if args.provenance else {}
+    factors = read_graph_factors(args.graph_factors) if args.graph_factors else None
+    timed = read_timing_sets(args.timings, _rules_or_none(args.rules), args.timings_match)
+    if (factors is not None or timed) and not args.tables:
+        raise HaseError("--graph-factors and --timings need --tables: the predictor is trained again")
+    if timed:
+        provenance["composition_timings"] = {"sets": args.timings, "match": args.timings_match, "rows": len(timed)}
     paths = DataPaths(data_dir())
     out = args.out or paths.bundles / args.name
     with tempfile.TemporaryDirectory() as tmp:
@@ -362,11 +369,8 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
         ep = args.ep or (eps[0] if len(eps) == 1 else None)
         if ep is None or ep not in eps:
             raise HaseError(f"pick the EP with --ep: the kernel benchmarks there are of {eps or 'none'}")
-        factors = read_graph_factors(args.graph_factors) if args.graph_factors else None
         if args.tables:
-            predictor = train_predictor(store, ep, kind=args.kind, graph_factors=factors)
-        elif factors is not None:
-            raise HaseError("--graph-factors needs --tables: the composition is fitted again on scaled kernel times")
+            predictor = train_predictor(store, ep, kind=args.kind, graph_factors=factors, timed_models=timed)
         else:
             predictor = Predictor.load(paths.predictor(ep))
         folder = export_bundle(store, ep, predictor, out, args.name, args.rules, provenance)
@@ -416,6 +420,15 @@ def cmd_predictor_graph_factors(args: argparse.Namespace) -> int:
         f"{scores['within_10_pct_after']:.0f}%; written to {args.out}"
     )
     return 0
+
+
+def _rules_or_none(path: Path | None) -> Any:
+    """The fusion rules file at ``path`` (None without one); a HaseError names a bad one."""
+    if path is None:
+        return None
+    from hase_dagster.analysis.fusion_rules import FusionRules
+
+    return FusionRules.load(path)  # a missing, corrupt or foreign file is a HaseError
 
 
 def _read_json_object(path: Path) -> dict[str, Any]:
@@ -540,15 +553,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     from hase_dagster.learn.evaluation import evaluate, write_report
     from hase_dagster.learn.graph_factors import read_graph_factors
+    from hase_dagster.learn.model_timings import read_timing_sets
     from hase_dagster.learn.reports import import_tables, regressor_report
     from hase_dagster.learn.training import train_predictor
 
+    factors = read_graph_factors(args.graph_factors) if args.graph_factors else None
+    timed = read_timing_sets(args.timings, _rules_or_none(args.rules), args.timings_match)
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         store = import_tables(args.tables, Path(tmp) / "imported.duckdb")
-        factors = read_graph_factors(args.graph_factors) if args.graph_factors else None
-        shipped = train_predictor(store, args.ep, kind=args.kind, graph_factors=factors)
-        result = evaluate(store, args.ep, shipped)
+        shipped = train_predictor(store, args.ep, kind=args.kind, graph_factors=factors, timed_models=timed)
+        result = evaluate(store, args.ep, shipped, timed)
     write_report(result, args.out, f"Hase on {args.ep}")
     (args.out / "regressor.md").write_text(
         regressor_report(shipped.regressor.metrics) + f"\n\nComposition: {shipped.composition.to_json()}\n"
@@ -637,6 +652,18 @@ def _positive_seconds(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {value:g}")
     return value
+
+
+def _timing_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--timings",
+        action="append",
+        default=[],
+        metavar="TIMINGS_DIR:FILES_DIR",
+        help="whole-model timings (time_files.py's level-*.json) of the ONNX files in FILES_DIR, fitted by the "
+        "composition beside the tables' models (repeatable; needs --rules)",
+    )
+    parser.add_argument("--timings-match", default=None, help="only timed files whose name matches this regex")
 
 
 def _non_negative(text: str) -> float:
@@ -821,6 +848,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--graph-factors", type=Path, default=None, help="with --tables: in-graph factors (predictor graph-factors)"
     )
+    _timing_arguments(export)
     export.set_defaults(handler=cmd_predictor_export)
     factors = predictor_commands.add_parser(
         "graph-factors",
@@ -863,6 +891,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--kind", choices=list(REGRESSOR_KINDS), default=None, help="regressor kind (default: compare all)"
     )
     tables.add_argument("--graph-factors", type=Path, default=None, help="in-graph factors (predictor graph-factors)")
+    tables.add_argument("--rules", type=Path, default=None, help="the EP's fusion rules (needed by --timings)")
+    _timing_arguments(tables)
     tables.set_defaults(handler=cmd_evaluate_tables)
 
     importer = commands.add_parser(
