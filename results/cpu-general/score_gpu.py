@@ -1,6 +1,6 @@
 """The independent generator's networks on the H100 (timed by gpu_run.sh) against the h100 bundle's
 device-free predictions (``hase predict --predictor h100``, kernels by static detection). Prints markdown:
-MAPE, share within +-10% / +-15%, by batch size and stress level, under 2 ms, and per model.
+MAPE, share within +-10% / +-15%, p90's MAPE, by batch size and stress level, under 2 ms, and per model.
 
     .venv/bin/python results/cpu-general/score_gpu.py results/cpu-general/gpu results/cpu-general/gpu-small
 """
@@ -33,7 +33,14 @@ def predicted(folder: Path) -> pd.DataFrame:
             source = row["load_source"]
             level = 0.0 if source.startswith("idle") else float(re.search(r"level=([\d.]+)", source).group(1))
             model = Path(row["model"]).name
-            rows.append({"model": model, "stress_level": level, "predicted_ms": row["predicted_ms"]})
+            rows.append(
+                {
+                    "model": model,
+                    "stress_level": level,
+                    "predicted_ms": row["predicted_ms"],
+                    "predicted_p90_ms": row["p90_ms"],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -45,6 +52,7 @@ def summary(frame: pd.DataFrame) -> dict[str, float]:
         "within 10 %": round((error <= 10).mean() * 100),
         "within 15 %": round((error <= 15).mean() * 100),
         "median signed %": round(frame["error_pct"].median(), 1),
+        "p90 MAPE %": round((frame.predicted_p90_ms / frame.p90_ms - 1).abs().mean() * 100, 1),
     }
 
 

@@ -11,14 +11,13 @@ ckg, the independent generator; ns2, the second never-seen set) and per batch si
 from __future__ import annotations
 
 import argparse
-import json
 import re
 from pathlib import Path
 
 import pandas as pd
 
 from hase_dagster.learn.bundles import load_bundle
-from hase_dagster.learn.graph_factors import read_graph_factors
+from hase_dagster.learn.graph_factors import read_cupti_times, read_graph_factors
 from hase_dagster.learn.predict import VIEW_FAMILIES
 
 HERE = Path(__file__).resolve().parent
@@ -30,15 +29,14 @@ def main() -> None:
     parser.add_argument("bundle")
     parser.add_argument("--files", type=Path, nargs="+", required=True, help="folders of the study's ONNX files")
     parser.add_argument("--graph-factors", type=Path, help="scale the bundle's kernels by these factors instead")
+    parser.add_argument(
+        "--cupti", type=Path, nargs="+", default=[HERE / "gpu_time.jsonl"], help="GPU-time rows (default: this study's)"
+    )
     args = parser.parse_args()
     bundle = load_bundle(args.bundle)
     if args.graph_factors:
         bundle.predictor.regressor.graph_factors = read_graph_factors(args.graph_factors)
-    measured = {}
-    for line in (HERE / "gpu_time.jsonl").read_text().splitlines():
-        row = json.loads(line)
-        if row.get("gpu_kernel_ms"):
-            measured[row["file"]] = row["gpu_kernel_ms"]  # the last row of a file wins
+    measured = read_cupti_times(args.cupti)  # the last row of a file wins
     rows = []
     for name, gpu_ms in sorted(measured.items()):
         path = next((folder / name for folder in args.files if (folder / name).exists()), None)
