@@ -107,10 +107,12 @@ def read_timing_set(
 
 def read_timing_sets(specs: Sequence[str], rules: FusionRules | None, match: str | None = None) -> list[TimedModel]:
     """:func:`read_timing_set` for each ``TIMINGS_DIR:FILES_DIR`` of ``specs``; they need ``rules``."""
-    if specs and rules is None:
+    if not specs:
+        return []
+    if rules is None:
         raise HaseError("timing sets need the EP's fusion rules (--rules) to detect their kernels")
     out: list[TimedModel] = []
     for spec in specs:
         timings, files = parse_timing_set(spec)
-        out += read_timing_set(timings, files, rules, match)  # type: ignore[arg-type]
+        out += read_timing_set(timings, files, rules, match)
     return out
