@@ -408,10 +408,11 @@ def predict_kernels_under(
     if not kernels:
         return [[] for _ in loads]
     records = [k.to_dict() for k in kernels]
+    factors = getattr(regressor, "graph_factors", None)  # a stand-in regressor may not carry the field
     out = []
     for predicted in regressor.predict_kernels(records, loads):
-        if regressor.graph_factors is not None:
-            predicted = in_graph(regressor.graph_factors, kernels, predicted)
+        if factors is not None:
+            predicted = in_graph(factors, kernels, predicted)
         out.append(
             [
                 KernelPrediction(
