@@ -187,14 +187,8 @@ class Bundle:
             )
         key = (str(path.resolve()), batch_size)
         if key not in self._kernel_cache:
-            from hase_dagster.analysis.static_detect import detect_at
-
             model = self._model(path)
-            if model.fixed_batch is not None:
-                model.at(batch_size)  # refuses another batch size (a fixed-batch model is not changed)
-            structure = self.structure_of(model)
-            # A fixed-batch model is detected as it is; a dynamic one with its batch set.
-            detection = detect_at(structure, batch_size if model.fixed_batch is None else None, self.rules, path.stem)
+            detection = model.detect(self.structure_of(model), batch_size, self.rules)
             self._kernel_cache[key] = (detection.kernels, dict(detection.coverage))
         return self._kernel_cache[key]
 

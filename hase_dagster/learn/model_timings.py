@@ -63,7 +63,6 @@ def read_timing_set(
         HaseError: no level file, a malformed row, or a timed file missing from ``files_dir``.
     """
     from hase_dagster.analysis.pattern_graph import GraphStructure
-    from hase_dagster.analysis.static_detect import detect_at
     from hase_dagster.learn.predict_file import BatchedModel
 
     levels = sorted(timings_dir.glob("level-*.json"))
@@ -95,11 +94,7 @@ def read_timing_set(
             if not path.is_file():
                 raise HaseError(f"{name} is timed in {timings_dir} but not in {files_dir}: export the set first")
             model = BatchedModel.load(path)
-            if model.fixed_batch not in (None, batch):
-                raise HaseError(f"{path} has a fixed batch of {model.fixed_batch}, but was timed at {batch}")
-            detection = detect_at(
-                GraphStructure.of(model.model), batch if model.fixed_batch is None else None, rules, path.stem
-            )
+            detection = model.detect(GraphStructure.of(model.model), batch, rules)
             kernels[name] = tuple(detection.kernels)
         out.append(TimedModel(path, batch, level, mean_ms, p90_ms, kernels[name]))
     return out

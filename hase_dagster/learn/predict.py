@@ -409,10 +409,11 @@ def predict_kernels_under(
         return [[] for _ in loads]
     records = [k.to_dict() for k in kernels]
     factors = getattr(regressor, "graph_factors", None)  # a stand-in regressor may not carry the field
+    categories = [kernel_category(k) for k in kernels] if factors is not None else []
     out = []
     for predicted in regressor.predict_kernels(records, loads):
         if factors is not None:
-            predicted = in_graph(factors, kernels, predicted)
+            predicted = in_graph(factors, categories, predicted)
         out.append(
             [
                 KernelPrediction(
@@ -431,10 +432,9 @@ def predict_kernels_under(
     return out
 
 
-def in_graph(factors: GraphFactors, kernels: list[Kernel], predicted: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def in_graph(factors: GraphFactors, categories: list[str], predicted: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Standalone predictions (per target, per kernel) as in-graph ones: each kernel's time scaled by
-    its category's factor (:class:`GraphFactors`)."""
-    categories = [kernel_category(k) for k in kernels]
+    the factor of its category (``categories``, :func:`kernel_category` per kernel; :class:`GraphFactors`)."""
     return {
         target: np.array([factors.scale(c, float(ms)) for c, ms in zip(categories, values, strict=True)])
         for target, values in predicted.items()

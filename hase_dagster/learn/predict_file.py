@@ -20,6 +20,9 @@ from hase_dagster.learn.regressor import mape, within
 from hase_dagster.learn.training import Predictor, load_at_level, predictor_path
 
 if TYPE_CHECKING:  # a bundle's prediction reads no warehouse, config or ORT
+    from hase_dagster.analysis.fusion_rules import FusionRules
+    from hase_dagster.analysis.pattern_graph import GraphStructure
+    from hase_dagster.analysis.static_detect import StaticDetection
     from hase_dagster.core.config import EpName, Profile
     from warehouse.store import Warehouse
 
@@ -126,6 +129,16 @@ class BatchedModel:
             if graph_input.type.tensor_type.shape.dim and not graph_input.type.tensor_type.shape.dim[0].dim_value
         ]
         return cls(path.name, model, batch_size_of(model), symbolic)
+
+    def detect(self, structure: GraphStructure, batch_size: int, rules: FusionRules) -> StaticDetection:
+        """The kernels ``rules`` derive for this model at ``batch_size`` (``structure``: its
+        :class:`GraphStructure`): a fixed-batch model as it is, another batch refused (see :meth:`at`),
+        a dynamic one with its batch set."""
+        from hase_dagster.analysis.static_detect import detect_at
+
+        if self.fixed_batch is not None:
+            self.at(batch_size)  # refuses another batch size (a fixed-batch model is not changed)
+        return detect_at(structure, batch_size if self.fixed_batch is None else None, rules, Path(self.name).stem)
 
     def at(self, batch_size: int) -> onnx.ModelProto:
         """The model with its symbolic batch dimensions set to ``batch_size`` (the same object, changed
