@@ -16,6 +16,10 @@
 #   none of the six torchvision models is in any profile or earlier set): WORK=/tmp/setF-gpu SEEDS=762-773
 #   BATCHES=1,4,16,64 MODELS="inception_v3 efficientnet_v2_s regnet_y_3_2gf convnext_small vgg11_bn resnet101"
 #   BUDGET_S=300 bash results/cpu-general/gpu_run.sh
+#   set G on the H100 (fixed 2026-11-24 19:23 UTC, before the composition change it is to judge; none of the six
+#   torchvision models is in any profile or earlier set): WORK=/tmp/setG-gpu SEEDS=774-785 BATCHES=1,4,16,64
+#   MODELS="wide_resnet50_2 densenet201 efficientnet_b3 mobilenet_v3_large swin_s resnet152" BUDGET_S=300 bash
+#   results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
