@@ -75,3 +75,35 @@ def test_the_cpu_ep_has_no_time_slicing_term():
     assert time_slicing_of("cpu") is None
     assert Sums(0, 1.0, 1.0, 5, 90.0, idle_mean_ms=1.0).values(0.0)["timeslice_wait"] == 0.0
     assert time_slicing_of("cuda") == TimeSlicing()
+
+
+def test_composition_charges_the_wait_on_the_gpu_share_the_timings_show():
+    # Runs whose in-graph GPU time is 0.7 of their standalone idle sum wait for the slice boundaries of
+    # that time: a fit with the share among its candidates finds it and predicts across a boundary.
+    slicing = TimeSlicing()
+    share = 0.7
+    points = []
+    for idle in (0.4, 1.2, 2.2, 2.8, 4.0, 5.5, 7.5, 11.0):
+        for util in (0.0, 45.0, 95.0):
+            sums = Sums(0, idle, idle, 20, util, idle_mean_ms=idle, time_slicing=slicing)
+            truth = idle + slicing.expected_wait(share * idle, util)[0]
+            points.append((sums, truth, truth))
+    fitted = Composition.fit(points)
+    assert fitted.wait_gpu_share == share
+    # 2.4 ms of kernels is 1.68 ms in the graph: one burst at full load, where the raw sum would cross a slice.
+    run = Sums(0, 2.4, 2.4, 20, 95.0, idle_mean_ms=2.4, time_slicing=slicing)
+    assert fitted.apply(run)[0] == pytest.approx(2.4 + slicing.expected_wait(share * 2.4, 95.0)[0], rel=0.03)
+    assert Composition.from_json(fitted.to_json()).wait_gpu_share == share
+
+
+def test_a_composition_saved_before_the_wait_share_charges_the_whole_idle_sum():
+    saved = Composition.fit([(Sums(0, i, i, 5, 0.0, idle_mean_ms=i), i, i) for i in (1.0, 2.0, 3.0)]).to_json()
+    saved.pop("wait_gpu_share")
+    assert Composition.from_json(saved).wait_gpu_share == 1.0
+
+
+def test_host_clocked_compositions_keep_the_whole_idle_sum():
+    # The CPU EP has no time slicing: there is no wait to place, so no share is chosen.
+    points = [(Sums(0, i, i, 5, u, idle_mean_ms=i), i * (1 + u / 200), i) for i in (1.0, 2.0, 4.0) for u in (0.0, 90.0)]
+    assert Composition.fit(points).wait_gpu_share == 1.0
+    assert Composition.fit(points, host_floor_ms=0.01).wait_gpu_share == 1.0
