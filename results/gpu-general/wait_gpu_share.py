@@ -129,9 +129,7 @@ def main() -> None:
         predict.WAIT_GPU_SHARE_CANDIDATES = shares
         try:
             composition = fit(training)
-            folds = [
-                (fit(training[training.set != name]), training[training.set == name]) for name in TRAINING_SETS
-            ]
+            folds = [(fit(training[training.set != name]), training[training.set == name]) for name in TRAINING_SETS]
         finally:
             predict.WAIT_GPU_SHARE_CANDIDATES = candidates
         errors = np.concatenate(
