@@ -61,8 +61,6 @@ class Sums:
     idle_kernel_ms: tuple[float, ...] = ()
     # How a co-tenant time-slices the device (GPUs); None where the EP does not time-slice (the CPU).
     time_slicing: TimeSlicing | None = None
-    # Kernels that stage their arguments in host memory before launch (:func:`host_staged_kernels`).
-    host_staged: int = 0
 
     def timeslice_wait_ms(self, gpu_share: float = 1.0) -> tuple[float, float]:
         """The mean and p90 wait a run pays to a time-slicing co-tenant, its GPU time taken as
@@ -104,15 +102,7 @@ class Sums:
             "load_share_x_shortfall": share * shortfall if self.time_slicing is not None else 0.0,
             "p90_kernels": self.p90_ms,
             "timeslice_wait_p90": wait_p90,
-            "host_staged_wait": self.host_staged * self.staged_wait_ms(),
         }
-
-    def staged_wait_ms(self) -> float:
-        """The mean wait of one host-staged kernel under the co-tenant: it arrives at no particular time,
-        finds the co-tenant on the GPU in the co-tenant's busy share of the time and then waits its burst."""
-        if self.time_slicing is None or self.host_staged == 0:
-            return 0.0
-        return self.time_slicing.burst_ms * self.time_slicing.busy_share(self.load_util)
 
 
 def pipelined_end_ms(kernel_ms: tuple[float, ...], dispatch_ms: float) -> float:
@@ -139,24 +129,6 @@ def pipelined_end_ms(kernel_ms: tuple[float, ...], dispatch_ms: float) -> float:
 
 # Ops whose output is a view of their input: ORT's CUDA and CPU kernels for them declare an alias.
 VIEW_FAMILIES = VIEW_OP_TYPES | {"Identity"}
-# ORT's CUDA Concat passes its inputs' pointers and sizes to the kernel by value up to 32 inputs
-# (TArray<..., 32>); with more it stages them in pinned host memory and copies them over first
-# (CudaAsyncBuffer), and Split does the same past 32 outputs. Under a time-slicing co-tenant each such kernel
-# costs a run about one burst: densenet201 (18 Concats of 33-49 inputs) took 17.2 ms more at stress 1.0 than
-# idle at batch 1 on the H100 (0.95 ms a Concat), densenet169 (2) and networks without any about 1 ms
-# (results/cpu-general/README.md, set G). None of the training networks has one, so the term keeps its prior.
-HOST_STAGED_LIMIT = 32
-
-
-def host_staged_kernels(kernels: list[Kernel]) -> int:
-    """How many of ``kernels`` stage their arguments in host memory on the CUDA EP (see :data:`HOST_STAGED_LIMIT`):
-    Concats of more than 32 inputs and Splits of more than 32 outputs."""
-    return sum(
-        1
-        for k in kernels
-        if (k.op_type == "Concat" and len(k.inputs) > HOST_STAGED_LIMIT)
-        or (k.op_type == "Split" and len(k.outputs) > HOST_STAGED_LIMIT)
-    )
 
 
 @dataclass(frozen=True)
@@ -232,15 +204,6 @@ MEAN_TERMS: tuple[Term, ...] = (
         "co-tenant's slices fill GPU time a launch-bound run leaves idle anyway, so part of its wait hides "
         "in its own dispatch gaps",
     ),
-    Term(
-        "host_staged_wait",
-        0.0,
-        _INF,
-        1.0,
-        "host-staged kernels x burst x the co-tenant's busy share: a kernel whose arguments are copied from "
-        "host memory first waits out the co-tenant's burst on its own when it finds it on the GPU "
-        "(HOST_STAGED_LIMIT)",
-    ),
 )
 # Terms a composition fitted before may name and this one no longer fits. ``view_ops`` (the standalone
 # copy time of view ops, bounded to [0, 1]): ORT aliases a view op's output to its input, so in a model it
@@ -267,7 +230,6 @@ HOST_CLOCK_FIXED: frozenset[str] = frozenset(
         "dispatch_stall",
         "timeslice_wait",
         "load_share_x_shortfall",
-        "host_staged_wait",
     }
 )
 # Below this gpu_busy_share a prediction warns that the run is host-bound: on one H100 machine, settled
@@ -527,7 +489,6 @@ def kernel_sums(
     idle: list[KernelPrediction],
     time_slicing: TimeSlicing | None = None,
     host_floor_ms: float = 0.0,
-    host_staged: int = 0,
 ) -> Sums:
     """The sums composition needs from kernel predictions under a load and at idle.
 
@@ -537,7 +498,6 @@ def kernel_sums(
         idle: the same kernels at idle.
         time_slicing: the co-tenant's time slicing on a GPU (:func:`time_slicing_of`); None on the CPU.
         host_floor_ms: the runner's cost per call, taken off each host-clocked kernel time (0: none).
-        host_staged: the model's host-staged kernels (:func:`host_staged_kernels`).
 
     Returns:
         The :class:`Sums` of one model under one load.
@@ -554,7 +514,6 @@ def kernel_sums(
         view_mean_ms=sum(p.mean_ms for p in predictions if p.family in VIEW_FAMILIES),
         idle_kernel_ms=tuple(p.mean_ms for p in idle if p.family not in VIEW_FAMILIES),
         time_slicing=time_slicing,
-        host_staged=host_staged,
     )
 
 
@@ -571,9 +530,7 @@ def model_sums(
     kernel less ``host_floor_ms`` (see :func:`kernel_sums`)."""
     predictions, idle = predict_kernels_under(regressor, kernels, [load, idle_load(regressor, load)])
     util = float(load[regressor.load_fields[0]])
-    slicing = time_slicing_of(regressor.ep)
-    staged = host_staged_kernels(kernels) if slicing is not None else 0
-    return kernel_sums(predictions, util, idle, slicing, host_floor_ms, staged), predictions
+    return kernel_sums(predictions, util, idle, time_slicing_of(regressor.ep), host_floor_ms), predictions
 
 
 def predict_model(
@@ -607,7 +564,6 @@ def predict_model_under(
     predicted = predict_kernels_under(regressor, kernels, asked)
     memory = predict_peak_memory(kernels, regressor.ep)
     busy = gpu_busy_share(composition, predicted[len(loads)], time_slicing_of(regressor.ep)) if loads else None
-    staged = host_staged_kernels(kernels) if time_slicing_of(regressor.ep) is not None else 0
     out = []
     for i, (load, load_source) in enumerate(loads):
         predictions, idle = predicted[i], predicted[len(loads) + i]
@@ -617,7 +573,6 @@ def predict_model_under(
             idle,
             time_slicing_of(regressor.ep),
             composition.host_floor_ms,
-            staged,
         )
         out.append(
             _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, kernels)
