@@ -4,7 +4,7 @@ the block's input joined by one Concat (ORT passes up to 32 inputs by value and 
 and a 1x1 convolution back; ``s{k}`` has k blocks of 33, so the networks differ in k staged Concats and
 almost nothing else.
 
-    python3 results/gpu-general/host_staged_study.py export DIR            # the ONNX files (batch 1 and 16)
+    python3 results/gpu-general/host_staged_study.py export DIR [--wide]   # the ONNX files (batch 1 and 16)
     python3 results/cpu-general/time_files.py DIR OUT --profile gpu --levels 0.0,1.0,0.5   # on the GPU host
     .venv/bin/python results/gpu-general/host_staged_study.py score OUT DIR --bundle results/bundles/h100
 """
@@ -24,8 +24,10 @@ CHANNELS = 16
 SIZE = 28
 
 
-def network(path: Path, staged: int, batch: int) -> Path:
-    """Write ``s{staged}``: BLOCKS blocks, the first ``staged`` of them with 33 branches, the rest with 32."""
+def network(path: Path, staged: int, batch: int, base_width: int = 2) -> Path:
+    """Write ``s{staged}``: BLOCKS blocks, the first ``staged`` of them with 33 branches, the rest with 32;
+    branch i has ``base_width + i % 3`` output channels (``wide``: 32-34, so the Concat's output has over a
+    thousand channels, as DenseNet-201's late Concats have, and its staged index arrays are that long)."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -35,7 +37,7 @@ def network(path: Path, staged: int, batch: int) -> Path:
         branches = 33 if block < staged else 32
         names, total = [], 0
         for i in range(branches):
-            width = 2 + i % 3  # unequal widths, as DenseNet's Concat inputs are
+            width = base_width + i % 3  # unequal widths, as DenseNet's Concat inputs are
             total += width
             w = f"w{block}_{i}"
             weights.append(
@@ -63,8 +65,13 @@ def network(path: Path, staged: int, batch: int) -> Path:
     return path
 
 
-def export(folder: Path) -> None:
+def export(folder: Path, wide: bool = False) -> None:
     folder.mkdir(parents=True, exist_ok=True)
+    if wide:
+        for staged in (0, 16):
+            for batch in BATCHES:
+                network(folder / f"wide_s{staged}_b{batch}.onnx", staged, batch, base_width=32)
+        return
     for staged in STAGED_BLOCKS:
         for batch in BATCHES:
             network(folder / f"staged_s{staged}_b{batch}.onnx", staged, batch)
@@ -116,14 +123,16 @@ def score(timings: Path, files: Path, bundle_dir: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("export").add_argument("folder", type=Path)
+    exporting = sub.add_parser("export")
+    exporting.add_argument("folder", type=Path)
+    exporting.add_argument("--wide", action="store_true", help="s0 and s16 with 32-34-channel branches")
     scoring = sub.add_parser("score")
     scoring.add_argument("timings", type=Path)
     scoring.add_argument("files", type=Path)
     scoring.add_argument("--bundle", default="results/bundles/h100")
     args = parser.parse_args()
     if args.command == "export":
-        export(args.folder)
+        export(args.folder, args.wide)
     else:
         score(args.timings, args.files, args.bundle)
 
