@@ -82,10 +82,7 @@ def score(timings: Path, files: Path, bundle_dir: str) -> None:
     import pandas as pd
 
     from hase_dagster.learn.bundles import load_bundle
-
-    def host_staged_kernels(kernels: list) -> int:
-        """Concats past ORT's 32 by-value inputs, which stage their arguments in host memory."""
-        return sum(1 for k in kernels if k.op_type == "Concat" and len(k.inputs) > 32)
+    from hase_dagster.learn.predict import host_staged_kernels
 
     rows = [r for p in sorted(timings.glob("level-*.json")) for r in json.loads(p.read_text()) if r["status"] == "ok"]
     measured = pd.DataFrame(rows)[["model", "batch_size", "stress_level", "mean_ms"]]
@@ -106,15 +103,25 @@ def score(timings: Path, files: Path, bundle_dir: str) -> None:
                 "predicted ms": prediction.predicted_ms,
             }
         )
-    frame = pd.DataFrame(out).sort_values(["batch", "stress", "staged"])
-    base = frame[frame.staged == 0].set_index(["batch", "stress"])
+    frame = pd.DataFrame(out).sort_values(["batch", "stress", "network"])
+
+    def family(network: str) -> str:
+        return network.split("_s")[0] if network.startswith(("staged_s", "wide_s")) else network
+
+    # each network against the s0 network of its own family, batch and stress level (none for the others)
+    base = {
+        (family(n), b, s): (m, p)
+        for n, b, s, m, p in zip(
+            frame.network, frame.batch, frame.stress, frame["measured ms"], frame["predicted ms"], strict=True
+        )
+        if n.startswith(("staged_s0_", "wide_s0_"))
+    }
+    keys = [(family(n), b, s) for n, b, s in zip(frame.network, frame.batch, frame.stress, strict=True)]
     frame["measured over s0, ms"] = [
-        m - base.loc[(b, s), "measured ms"]
-        for m, b, s in zip(frame["measured ms"], frame.batch, frame.stress, strict=True)
+        m - base[k][0] if k in base else float("nan") for m, k in zip(frame["measured ms"], keys, strict=True)
     ]
     frame["predicted over s0, ms"] = [
-        p - base.loc[(b, s), "predicted ms"]
-        for p, b, s in zip(frame["predicted ms"], frame.batch, frame.stress, strict=True)
+        p - base[k][1] if k in base else float("nan") for p, k in zip(frame["predicted ms"], keys, strict=True)
     ]
     frame["error %"] = (frame["predicted ms"] / frame["measured ms"] - 1) * 100
     print(frame.round(2).to_markdown(index=False))

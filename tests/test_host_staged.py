@@ -1,0 +1,114 @@
+"""Kernels that stage their arguments in host memory (CUDA Concat past 32 inputs, with a long output axis) wait
+for a time-slicing co-tenant on their own: the count, the composition term, and the committed H100 bundle on
+real ONNX files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from hase_dagster.learn.predict import (
+    HOST_STAGED_LIMIT,
+    HOST_STAGED_MIN_AXIS,
+    Composition,
+    Sums,
+    host_staged_kernels,
+)
+from hase_dagster.learn.timeslice import TimeSlicing
+
+H100 = Path(__file__).resolve().parents[1] / "results" / "bundles" / "h100"
+
+
+def concat_network(path: Path, inputs: int, base_width: int, channels: int = 8, size: int = 14) -> Path:
+    """X -> ``inputs`` convolutions of X (each its own weights and width, ``base_width`` to 2 more, so the
+    Concat's inputs differ in size as DenseNet's do) -> one Concat of all of them along the channels."""
+    nodes, weights, names = [], [], []
+    for i in range(inputs):
+        width = base_width + i % 3
+        w = helper.make_tensor(f"w{i}", TensorProto.FLOAT, [width, channels, 1, 1], np.ones(width * channels) * 0.01)
+        weights.append(w)
+        nodes.append(helper.make_node("Conv", ["x", f"w{i}"], [f"c{i}"], name=f"conv{i}"))
+        names.append(f"c{i}")
+    nodes.append(helper.make_node("Concat", names, ["y"], axis=1, name="concat"))
+    total = sum(base_width + i % 3 for i in range(inputs))
+    graph = helper.make_graph(
+        nodes,
+        "concat",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, channels, size, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, total, size, size])],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_host_staged_kernels_are_long_concats_past_the_by_value_limit(tmp_path: Path) -> None:
+    pytest.importorskip("onnxruntime")
+    if not H100.is_dir():
+        pytest.skip("no committed H100 bundle")
+    from hase_dagster.learn.bundles import load_bundle
+
+    bundle = load_bundle(H100)
+    wide = 20  # 33 inputs of 20-22 channels: past HOST_STAGED_MIN_AXIS
+    assert 33 * wide > HOST_STAGED_MIN_AXIS > 33 * 4
+    at_limit, _ = bundle.kernels(concat_network(tmp_path / "at_b1.onnx", HOST_STAGED_LIMIT, wide), 1)
+    past, _ = bundle.kernels(concat_network(tmp_path / "past_b1.onnx", HOST_STAGED_LIMIT + 1, wide), 1)
+    short, _ = bundle.kernels(concat_network(tmp_path / "short_b1.onnx", HOST_STAGED_LIMIT + 1, 2), 1)
+    assert host_staged_kernels(at_limit) == 0
+    assert host_staged_kernels(past) == 1
+    assert host_staged_kernels(short) == 0
+
+    # under full load the one long staged Concat costs most of a burst more than the 32-input network's
+    paths = [tmp_path / "at_b1.onnx", tmp_path / "past_b1.onnx"]
+    idle, loaded = (bundle.predict(paths, [1], [load]) for load in ("idle", "level=1.0"))
+    idle_gap = idle[1].predicted_ms - idle[0].predicted_ms
+    loaded_gap = loaded[1].predicted_ms - loaded[0].predicted_ms
+    assert loaded_gap - idle_gap == pytest.approx(0.8 * TimeSlicing().burst_ms, rel=0.25)
+
+
+def test_the_staged_wait_is_a_burst_in_the_co_tenants_busy_share() -> None:
+    slicing = TimeSlicing()
+    composition = Composition.fit(
+        [
+            (Sums(0, i, i, 20, u, idle_mean_ms=i, time_slicing=slicing), i * (1 + u / 190), i)
+            for i in (1, 2, 4)
+            for u in (0, 95)
+        ]
+    )
+    # nothing the fit saw had a staged kernel: the term keeps its prior
+    assert composition.mean_coefficients is not None
+    prior = composition.mean_coefficients["host_staged_wait"]
+    assert prior == pytest.approx(0.8)
+
+    def extra(util: float, staged: int, slicing_or_none: TimeSlicing | None = slicing) -> float:
+        with_staged = Sums(0, 5.0, 5.0, 50, util, idle_mean_ms=5.0, time_slicing=slicing_or_none, host_staged=staged)
+        without = Sums(0, 5.0, 5.0, 50, util, idle_mean_ms=5.0, time_slicing=slicing_or_none)
+        return composition.apply(with_staged)[0] - composition.apply(without)[0]
+
+    assert extra(95.0, 18) == pytest.approx(18 * slicing.burst_ms * prior)
+    assert extra(47.5, 18) == pytest.approx(18 * slicing.burst_ms * prior * 0.5)
+    assert extra(0.0, 18) == 0.0
+    assert extra(95.0, 18, None) == 0.0  # the CPU EP does not time-slice
+
+
+def test_a_composition_saved_before_the_term_predicts_as_before() -> None:
+    slicing = TimeSlicing()
+    composition = Composition.fit(
+        [
+            (Sums(0, i, i, 20, u, idle_mean_ms=i, time_slicing=slicing), i * (1 + u / 190), i)
+            for i in (1, 2, 4)
+            for u in (0, 95)
+        ]
+    )
+    saved = composition.to_json()
+    for key in ("mean_coefficients", "p90_coefficients"):
+        saved[key].pop("host_staged_wait")
+    old = Composition.from_json(saved)
+    staged = Sums(0, 5.0, 5.0, 50, 95.0, idle_mean_ms=5.0, time_slicing=slicing, host_staged=18)
+    assert old.apply(staged) == old.apply(Sums(0, 5.0, 5.0, 50, 95.0, idle_mean_ms=5.0, time_slicing=slicing))
