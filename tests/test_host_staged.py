@@ -48,6 +48,17 @@ def concat_network(path: Path, inputs: int, base_width: int, channels: int = 8, 
     return path
 
 
+def gpu_composition(slicing: TimeSlicing) -> Composition:
+    """A composition fitted on GPU runs idle and under full load, none of them with a staged kernel."""
+    return Composition.fit(
+        [
+            (Sums(0, i, i, 20, u, idle_mean_ms=i, time_slicing=slicing), i * (1 + u / 190), i)
+            for i in (1, 2, 4)
+            for u in (0, 95)
+        ]
+    )
+
+
 def test_host_staged_kernels_are_long_concats_past_the_by_value_limit(tmp_path: Path) -> None:
     pytest.importorskip("onnxruntime")
     if not H100.is_dir():
@@ -74,13 +85,7 @@ def test_host_staged_kernels_are_long_concats_past_the_by_value_limit(tmp_path: 
 
 def test_the_staged_wait_is_a_burst_in_the_co_tenants_busy_share() -> None:
     slicing = TimeSlicing()
-    composition = Composition.fit(
-        [
-            (Sums(0, i, i, 20, u, idle_mean_ms=i, time_slicing=slicing), i * (1 + u / 190), i)
-            for i in (1, 2, 4)
-            for u in (0, 95)
-        ]
-    )
+    composition = gpu_composition(slicing)
     # nothing the fit saw had a staged kernel: the term keeps its prior
     assert composition.mean_coefficients is not None
     prior = composition.mean_coefficients["host_staged_wait"]
@@ -99,13 +104,7 @@ def test_the_staged_wait_is_a_burst_in_the_co_tenants_busy_share() -> None:
 
 def test_a_composition_saved_before_the_term_predicts_as_before() -> None:
     slicing = TimeSlicing()
-    composition = Composition.fit(
-        [
-            (Sums(0, i, i, 20, u, idle_mean_ms=i, time_slicing=slicing), i * (1 + u / 190), i)
-            for i in (1, 2, 4)
-            for u in (0, 95)
-        ]
-    )
+    composition = gpu_composition(slicing)
     saved = composition.to_json()
     for key in ("mean_coefficients", "p90_coefficients"):
         saved[key].pop("host_staged_wait")
