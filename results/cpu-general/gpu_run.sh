@@ -20,6 +20,10 @@
 #   torchvision models is in any profile or earlier set): WORK=/tmp/setG-gpu SEEDS=774-785 BATCHES=1,4,16,64
 #   MODELS="wide_resnet50_2 densenet201 efficientnet_b3 mobilenet_v3_large swin_s resnet152" BUDGET_S=300 bash
 #   results/cpu-general/gpu_run.sh
+#   set H on the H100 (fixed 2026-11-24 20:48 UTC, after every change of the day, to judge the shipped bundle of
+#   20:24 UTC blind at the first check's batch sizes; none of the six torchvision models is in any profile or
+#   earlier set): WORK=/tmp/setH-gpu SEEDS=786-797 BATCHES=16,64 MODELS="densenet161 resnext101_32x8d
+#   regnet_x_8gf efficientnet_b4 vgg13_bn shufflenet_v2_x0_5" BUDGET_S=300 bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
