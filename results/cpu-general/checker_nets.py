@@ -268,14 +268,18 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     traits = {}
     for seed in _seeds(args.seeds):
+        written: list[Path] = []
         try:
-            net, image, traits[f"chk_s{seed}"] = build(seed)
+            net, image, drawn = build(seed)
+            for batch in (int(b) for b in args.batch_sizes.split(",")):
+                written.append(args.out / f"chk_s{seed}_i{image}_b{batch}.onnx")
+                trace_to_onnx(net, torch.randn(batch, 3, image, image), written[-1], args.opset)
         except RuntimeError as exc:  # a draw with a zero-width layer (seeds 751, 789): no network, say so, go on
-            print(f"chk_s{seed}: does not build ({exc})", file=sys.stderr)
+            for path in written:
+                path.unlink(missing_ok=True)
+            print(f"chk_s{seed}: does not build ({str(exc).splitlines()[0]})", file=sys.stderr)
             continue
-        for batch in (int(b) for b in args.batch_sizes.split(",")):
-            path = args.out / f"chk_s{seed}_i{image}_b{batch}.onnx"
-            trace_to_onnx(net, torch.randn(batch, 3, image, image), path, args.opset)
+        traits[f"chk_s{seed}"] = drawn
         print(f"chk_s{seed}: {json.dumps(traits[f'chk_s{seed}'])}", file=sys.stderr)
     (args.out / "traits.json").write_text(json.dumps(traits, indent=1) + "\n")
     return 0
