@@ -146,7 +146,7 @@ VIEW_FAMILIES = VIEW_OP_TYPES | {"Identity"}
 # 96 output channels cost nothing, of about 1,100 channels 0.61-0.64 ms each; densenet201's 18 (1,312-1,920
 # channels) 0.83-0.90 ms each, its idle time unchanged (results/gpu-general/README.md, "DenseNet-201 under
 # load"). Why the length matters (a pinned-memory allocation past some size?) is not established; the limit
-# sits inside the measured bracket. Split stages its outputs' pointers past 32 outputs the same way.
+# sits inside the measured bracket. Only Concat was measured, so only Concat is counted.
 HOST_STAGED_LIMIT = 32
 HOST_STAGED_MIN_AXIS = 512
 
@@ -154,16 +154,12 @@ HOST_STAGED_MIN_AXIS = 512
 def host_staged_kernels(kernels: list[Kernel]) -> int:
     """How many of ``kernels`` stage their arguments in host memory on the CUDA EP and wait for a co-tenant
     on their own: Concats of more than :data:`HOST_STAGED_LIMIT` inputs whose output is longer than
-    :data:`HOST_STAGED_MIN_AXIS` along the joined axis, and Splits of more than 32 outputs that long before."""
+    :data:`HOST_STAGED_MIN_AXIS` along the joined axis (an unknown length counts as short)."""
     count = 0
     for k in kernels:
-        if k.op_type == "Concat" and len(k.inputs) > HOST_STAGED_LIMIT:
-            joined = k.outputs[0] if k.outputs else None
-        elif k.op_type == "Split" and len(k.outputs) > HOST_STAGED_LIMIT:
-            joined = k.inputs[0] if k.inputs else None
-        else:
+        if k.op_type != "Concat" or len(k.inputs) <= HOST_STAGED_LIMIT or not k.outputs:
             continue
-        shape = list(joined.shape or ()) if joined is not None else []
+        shape = list(k.outputs[0].shape or ())
         axis = int(k.attributes.get("axis", 0) or 0)
         if shape and -len(shape) <= axis < len(shape):
             length = shape[axis]
