@@ -580,9 +580,10 @@ def model_sums(
     kernel less ``host_floor_ms`` (see :func:`kernel_sums`)."""
     predictions, idle = predict_kernels_under(regressor, kernels, [load, idle_load(regressor, load)])
     util = float(load[regressor.load_fields[0]])
-    slicing = time_slicing_of(regressor.ep)
-    staged = host_staged_kernels(kernels) if slicing is not None else 0
-    return kernel_sums(predictions, util, idle, slicing, host_floor_ms, staged), predictions
+    sums = kernel_sums(
+        predictions, util, idle, time_slicing_of(regressor.ep), host_floor_ms, host_staged_kernels(kernels)
+    )
+    return sums, predictions
 
 
 def predict_model(
@@ -615,8 +616,10 @@ def predict_model_under(
     asked = [load for load, _ in loads] + [idle_load(regressor, load) for load, _ in loads]
     predicted = predict_kernels_under(regressor, kernels, asked)
     memory = predict_peak_memory(kernels, regressor.ep)
-    busy = gpu_busy_share(composition, predicted[len(loads)], time_slicing_of(regressor.ep)) if loads else None
-    staged = host_staged_kernels(kernels) if time_slicing_of(regressor.ep) is not None else 0
+    slicing = time_slicing_of(regressor.ep)
+    busy = gpu_busy_share(composition, predicted[len(loads)], slicing) if loads else None
+    # Counted on every EP: without time slicing (the CPU) a staged kernel waits nothing (Sums.staged_wait_ms).
+    staged = host_staged_kernels(kernels)
     out = []
     for i, (load, load_source) in enumerate(loads):
         predictions, idle = predicted[i], predicted[len(loads) + i]
@@ -624,7 +627,7 @@ def predict_model_under(
             predictions,
             float(load[regressor.load_fields[0]]),
             idle,
-            time_slicing_of(regressor.ep),
+            slicing,
             composition.host_floor_ms,
             staged,
         )
