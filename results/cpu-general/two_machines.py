@@ -19,9 +19,8 @@ import pandas as pd
 from score_gpu import measured, predicted
 
 
-def _level(folder: Path, level: float) -> pd.Series:
-    """The mean latency per file of a gpu_run.sh folder (its ``timings/``) at one stress level."""
-    rows = measured([folder])
+def _level(rows: pd.DataFrame, level: float) -> pd.Series:
+    """The mean latency per file of one machine's timings (:func:`score_gpu.measured`) at one stress level."""
     return rows[rows.stress_level == level].set_index("model")["mean_ms"]
 
 
@@ -43,11 +42,11 @@ def main() -> None:
     parser.add_argument("--second", type=Path, required=True, help="another machine's gpu_run.sh folder")
     parser.add_argument("--predictions", type=Path, required=True, help="the folder of predictions_b*.json")
     args = parser.parse_args()
-    levels = sorted(set(measured([args.first]).stress_level) & set(measured([args.second]).stress_level))
-    for level in levels:
-        frame = pd.DataFrame({"first": _level(args.first, level), "second": _level(args.second, level)}).dropna()
+    first, second, predictions = measured([args.first]), measured([args.second]), predicted(args.predictions)
+    for level in sorted(set(first.stress_level) & set(second.stress_level)):
+        frame = pd.DataFrame({"first": _level(first, level), "second": _level(second, level)}).dropna()
         frame["batch"] = frame.index.str.extract(r"_b(\d+)\.onnx$", expand=False).astype(int).values
-        by_model = predicted(args.predictions).query("stress_level == @level").set_index("model")["predicted_ms"]
+        by_model = predictions.query("stress_level == @level").set_index("model")["predicted_ms"]
         frame["predicted"] = frame.index.map(by_model)
         both = (frame["first"] * frame["second"]) ** 0.5
         rows = {
