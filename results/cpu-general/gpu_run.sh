@@ -24,6 +24,10 @@
 #   20:24 UTC blind at the first check's batch sizes; none of the six torchvision models is in any profile or
 #   earlier set): WORK=/tmp/setH-gpu SEEDS=786-797 BATCHES=16,64 MODELS="densenet161 resnext101_32x8d
 #   regnet_x_8gf efficientnet_b4 vgg13_bn shufflenet_v2_x0_5" BUDGET_S=300 bash results/cpu-general/gpu_run.sh
+#   set I on the H100 (fixed 2026-11-24 22:02 UTC, before this session's changes, to judge them blind; none of the
+#   six torchvision models is in any profile or earlier set): WORK=/tmp/setI-gpu SEEDS=800-811 BATCHES=1,4,16,64
+#   MODELS="alexnet vgg16 regnet_y_8gf convnext_base swin_v2_t efficientnet_v2_m" BUDGET_S=300 bash
+#   results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
