@@ -73,7 +73,8 @@ def test_composition_learns_the_wait_of_small_models_under_load():
 
 def test_the_cpu_ep_has_no_time_slicing_term():
     assert time_slicing_of("cpu") is None
-    assert Sums(0, 1.0, 1.0, 5, 90.0, idle_mean_ms=1.0).values(0.0)["timeslice_wait"] == 0.0
+    values = Sums(0, 1.0, 1.0, 5, 90.0, idle_mean_ms=1.0).values(0.0)
+    assert values["timeslice_arrival"] == values["timeslice_crossings"] == values["timeslice_wait"] == 0.0
     assert time_slicing_of("cuda") == TimeSlicing()
 
 
@@ -107,3 +108,49 @@ def test_host_clocked_compositions_keep_the_whole_idle_sum():
     points = [(Sums(0, i, i, 5, u, idle_mean_ms=i), i * (1 + u / 200), i) for i in (1.0, 2.0, 4.0) for u in (0.0, 90.0)]
     assert Composition.fit(points).wait_gpu_share == 1.0
     assert Composition.fit(points, host_floor_ms=0.01).wait_gpu_share == 1.0
+
+
+@pytest.mark.parametrize("gpu_ms", [0.03, 0.5, 1.6, 3.0, 9.0])
+def test_the_wait_splits_into_arrival_and_slice_crossings(gpu_ms):
+    sums = Sums(0, gpu_ms, gpu_ms, 20, 95.0, idle_mean_ms=gpu_ms, time_slicing=TimeSlicing())
+    values = sums.values(0.0)
+    assert values["timeslice_arrival"] + values["timeslice_crossings"] == pytest.approx(values["timeslice_wait"])
+    # A run shorter than a slice crosses no boundary; a long one crosses one per slice of its GPU time.
+    if gpu_ms < TimeSlicing().slice_ms:
+        assert values["timeslice_crossings"] == pytest.approx(0.0, abs=0.02)
+    else:
+        boundaries = math.floor(gpu_ms / TimeSlicing().slice_ms)
+        assert values["timeslice_crossings"] == pytest.approx(boundaries * TimeSlicing().burst_ms, rel=0.1)
+
+
+def test_composition_fits_arrival_and_crossings_apart():
+    # Short runs hide half their arrival wait, long ones pay every crossing: one coefficient on the
+    # whole wait cannot serve both, two find each.
+    slicing = TimeSlicing()
+    points = []
+    for idle in (0.2, 0.5, 0.9, 1.4, 2.5, 4.0, 6.0, 9.0, 14.0, 20.0):
+        for util in (0.0, 45.0, 95.0):
+            sums = Sums(0, idle, idle, 20, util, idle_mean_ms=idle, time_slicing=slicing)
+            values = sums.values(0.0)
+            truth = idle + 0.5 * values["timeslice_arrival"] + 1.0 * values["timeslice_crossings"]
+            points.append((sums, truth, truth))
+    fitted = Composition.fit(points)
+    assert fitted.wait_gpu_share == 1.0
+    assert fitted.mean_coefficients["timeslice_arrival"] == pytest.approx(0.5, abs=0.05)
+    assert fitted.mean_coefficients["timeslice_crossings"] == pytest.approx(1.0, abs=0.05)
+    long_run = Sums(0, 12.0, 12.0, 20, 95.0, idle_mean_ms=12.0, time_slicing=slicing)
+    values = long_run.values(0.0)
+    truth = 12.0 + 0.5 * values["timeslice_arrival"] + values["timeslice_crossings"]
+    assert fitted.apply(long_run)[0] == pytest.approx(truth, rel=0.02)
+
+
+def test_a_composition_saved_with_one_wait_coefficient_predicts_as_before():
+    slicing = TimeSlicing()
+    saved = Composition(
+        {"idle_kernels": 1.0, "timeslice_wait": 0.43},
+        {"idle_kernels": 1.0, "timeslice_wait": 0.43},
+        fitted_on=10,
+    )
+    loaded = Composition.from_json(json.loads(json.dumps(saved.to_json())))
+    run = Sums(0, 6.0, 6.0, 20, 95.0, idle_mean_ms=6.0, time_slicing=slicing)
+    assert loaded.apply(run)[0] == pytest.approx(6.0 + 0.43 * slicing.expected_wait(6.0, 95.0)[0])

@@ -164,14 +164,16 @@ def main() -> None:
         "checker": file_points(bundle, args.checker_files, checker_labels()),
     }
     points = [(s, m, p) for s, m, p in zip(train.sums, train.mean_ms, train.p90_ms)]
+    # The wait was one term (timeslice_wait) when this study ran; it is two now, bounded together here.
+    wait_is_one = {"timeslice_arrival": (1.0, 1.0 + 1e-9), "timeslice_crossings": (1.0, 1.0 + 1e-9)}
     variants = {
         "shipped": {},
         "per_run <= 0.05 ms": {"per_run": (0.0, 0.05)},
         "per_kernel >= 0": {"per_kernel": (0.0, float("inf"))},
-        "timeslice_wait = 1 (the measured slices)": {"timeslice_wait": (1.0, 1.0 + 1e-9)},
-        "timeslice_wait >= 0.5": {"timeslice_wait": (0.5, float("inf"))},
+        "timeslice_wait = 1 (the measured slices)": wait_is_one,
+        "timeslice_wait >= 0.5": {"timeslice_arrival": (0.5, float("inf")), "timeslice_crossings": (0.5, float("inf"))},
         "no hiding (load_share_x_shortfall = 0)": {"load_share_x_shortfall": (-1e-12, 0.0)},
-        "timeslice_wait = 1, no hiding": {"timeslice_wait": (1.0, 1.0 + 1e-9), "load_share_x_shortfall": (-1e-12, 0.0)},
+        "timeslice_wait = 1, no hiding": {**wait_is_one, "load_share_x_shortfall": (-1e-12, 0.0)},
     }
     lines = ["| variant | set | all | b1 | b4 | b16 | b64 | b128 | idle | 0.5 | 1.0 |", "|" + " --- |" * 11]
     out = []
