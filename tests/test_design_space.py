@@ -217,3 +217,23 @@ def test_a_partition_of_probes_alone_times_their_kernels_and_no_whole_model(tmp_
     store = hase.warehouse()
     assert store.query("SELECT count(*) AS n FROM kernel_benchmarks WHERE status = 'ok'")["n"][0] > 0
     assert store.query("SELECT count(*) AS n FROM model_benchmarks")["n"][0] == 0
+
+
+def test_the_movement_space_draws_windowed_attentions_data_movement(tmp_path: Path) -> None:
+    probes = [draw_probe(seed, "movement") for seed in range(300)]
+    assert {p.cell for p in probes} == {"movement"}
+    # both layouts, with and without the merge, the roll and the normalisation, within the caps
+    assert {(p.stride, p.residual) for p in probes} == {(1, False), (1, True), (2, False), (2, True)}
+    assert any(p.groups == 0 for p in probes) and any(p.groups > 0 for p in probes)
+    assert any(p.se for p in probes) and not all(p.se for p in probes)
+    assert all(p.cell_macs() <= MAX_CELL_MACS and p.widest_activation() <= MAX_ACTIVATION_ELEMENTS for p in probes)
+    assert draw_probe(9600, "movement") == draw_probe(9600, "movement") != draw_probe(9600)
+    seed = next(s for s in range(100) if (p := draw_probe(s, "movement")).stride == 2 and p.se and p.groups)
+    exported = export_variant(
+        ModelVariant(ZooModel(name="m", kind="design_probe", seed=seed, probe_space="movement"), 224, 2), tmp_path, 17
+    )
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (2, 1000) and np.isfinite(output).all()
+    ops = {n.op_type for n in onnx.load(exported.path).graph.node}
+    assert {"Pad", "Slice", "Concat", "ReduceL2", "Div"} <= ops

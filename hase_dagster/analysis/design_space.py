@@ -15,7 +15,12 @@ rarely makes groups of 8 channels at widths of a few hundred, which RegNet has);
 depthwise convolutions as MobileNet- and EfficientNet-style networks and random NAS cells use them:
 inverted residuals (expand 1x1, depthwise 3/5/7, optional squeeze-excitation, project) and plain
 depthwise or channel-changing grouped convolutions, at 14-112 px (a family held out ran its depthwise
-kernels of 5 and 7 at 56 px 15-40% faster than predicted: the cells space draws few of them).
+kernels of 5 and 7 at 56 px 15-40% faster than predicted: the cells space draws few of them);
+``movement`` draws the data movement of windowed attention (Swin): a pad of the spatial dims, a roll
+(ORT: Slice and Concat), a crop back (Slice), an L2 normalisation over channels (ReduceL2, Clip, Expand,
+Div) and a 2x2 patch merge (four strided Slices and a Concat), in channels-first or channels-last layout,
+at 14-112 px: no earlier space makes them, and swin_v2_t ran its Pads 22x and its ReduceL2s 6.5x slower on
+the H100 than the regressor guessed for a family it was never trained on (results/gpu-general/README.md).
 
 Probes are training samples, not architectures a user runs: their family (``design_space``) is
 always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
@@ -54,11 +59,18 @@ GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64)
 # kernels of 5 and 7 cost most.
 DEPTHWISE_RESOLUTIONS = (14, 28, 56, 112)
 DEPTHWISE_RESOLUTION_WEIGHTS = (0.2, 0.3, 0.3, 0.2)
+MOVEMENT_RESOLUTIONS = (14, 28, 56, 112)
 
 
 @dataclass(frozen=True)
 class ProbeSpec:
-    """One probe: the cell type, its resolution and widths, and the cell's options."""
+    """One probe: the cell type, its resolution and widths, and the cell's options.
+
+    A ``movement`` cell reads the options so: ``kernel`` is the pad added after each spatial dim,
+    ``groups`` the roll's shift (0: no roll), ``se`` an L2 normalisation over channels, ``residual`` the
+    channels-last layout, ``stride`` 2 a 2x2 patch merge into 4x the channels and a 1x1 convolution to
+    ``out_width`` (1: the moved tensor is added to the input).
+    """
 
     seed: int
     cell: str
@@ -99,6 +111,8 @@ class ProbeSpec:
             return r2 * self.width * (4 * self.width + 2 * self.expand * self.width) + 2 * r2 * r2 * self.width
         if self.cell == "mlp":
             return 2 * r2 * self.width * self.width * self.expand
+        if self.cell == "movement":
+            return out_r2 * 4 * self.width * self.out_width if self.stride == 2 else 0.0
         return out_r2 * self.width * self.out_width
 
     def widest_activation(self) -> float:
@@ -107,6 +121,8 @@ class ProbeSpec:
         largest = self.resolution**2 * max(hidden, self.out_width, self.width)
         if self.cell == "attention":
             largest = max(largest, self.heads * self.resolution**4)
+        if self.cell == "movement":
+            largest = max(largest, (self.resolution + self.kernel) ** 2 * self.width)
         return float(largest)
 
     def to_dict(self) -> dict[str, Any]:
@@ -209,13 +225,25 @@ def _draw_depthwise(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_movement(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    resolution = int(rng.choice(MOVEMENT_RESOLUTIONS))
+    width = _log_width(rng, 16, 768)
+    merge = rng.random() < 0.35
+    return ProbeSpec(
+        seed, "movement", resolution, width, _log_width(rng, 16, 768) if merge else width,
+        kernel=int(rng.integers(1, 8)), stride=2 if merge else 1, groups=int(rng.choice([0, 1, 2, 3])),
+        se=bool(rng.random() < 0.6), residual=bool(rng.random() < 0.6), depth=int(rng.choice([1, 1, 2])),
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
     Args:
         seed: any integer; equal seeds give equal probes.
         space: ``cells`` (every cell type), ``grouped_conv`` (grouped convolutions by channels per group)
-            or ``depthwise`` (inverted residuals and depthwise or width-changing grouped convolutions).
+            ``depthwise`` (inverted residuals and depthwise or width-changing grouped convolutions) or
+            ``movement`` (pad, roll, crop, L2 normalisation and patch merge, as windowed attention moves data).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample.
@@ -223,7 +251,9 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     Raises:
         ValueError: ``space`` is not one of PROBE_SPACES.
     """
-    draw_once = {"cells": _draw_once, "grouped_conv": _draw_grouped, "depthwise": _draw_depthwise}.get(space)
+    draw_once = {
+        "cells": _draw_once, "grouped_conv": _draw_grouped, "depthwise": _draw_depthwise, "movement": _draw_movement,
+    }.get(space)  # fmt: skip
     if draw_once is None:
         raise ValueError(f"probe space {space!r} is not one of {', '.join(PROBE_SPACES)}")
     rng = np.random.default_rng(seed)
@@ -292,6 +322,35 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             y = self.down(nn.functional.gelu(self.up(self.norm(y))))
             return x + y.permute(0, 3, 1, 2)
 
+    class Movement(nn.Module):
+        """Swin's data movement around a window attention (the ``movement`` cell; ProbeSpec says how)."""
+
+        def __init__(self, c_in: int, first: bool) -> None:
+            super().__init__()
+            self.merge = spec.stride == 2 and first
+            self.project = conv(4 * c_in, spec.out_width, 1, activation=False) if self.merge else None
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            last = spec.residual
+            y = x.permute(0, 2, 3, 1) if last else x
+            h, w = x.shape[2], x.shape[3]
+            dims, channels = ((1, 2), 3) if last else ((2, 3), 1)
+            pad = spec.kernel
+            y = nn.functional.pad(y, (0, 0, 0, pad, 0, pad) if last else (0, pad, 0, pad))
+            if spec.groups:
+                y = torch.roll(y, shifts=(-spec.groups, -spec.groups), dims=dims)
+            y = y[:, :h, :w, :] if last else y[:, :, :h, :w]
+            if spec.se:
+                y = nn.functional.normalize(y, dim=channels)
+            if self.project is not None:
+                if last:
+                    parts = [y[:, i::2, j::2, :] for i in (0, 1) for j in (0, 1)]
+                else:
+                    parts = [y[:, :, i::2, j::2] for i in (0, 1) for j in (0, 1)]
+                y = torch.cat(parts, dim=channels)
+            y = y.permute(0, 3, 1, 2) if last else y
+            return self.project(y) if self.project is not None else x + y
+
     class Cell(nn.Module):
         def __init__(self, c_in: int, first: bool) -> None:
             super().__init__()
@@ -327,6 +386,9 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
                 self.body = Tokens(nn.TransformerEncoder(layer, 1, enable_nested_tensor=False))
             elif spec.cell == "mlp":
                 self.body = Tokens(Mlp(c_in))
+            elif spec.cell == "movement":
+                self.body = Movement(c_in, first)
+                self.residual = False  # Movement adds its own input back
             else:
                 pool = nn.MaxPool2d(3, stride, 1) if spec.kernel == 0 else nn.AvgPool2d(3, stride, 1)
                 self.body = nn.Sequential(pool, conv(c_in, c_out, 1))
