@@ -71,6 +71,9 @@ def _measure_partition(
             level=optimization,
             progress=default_progress(context.log.info, every=progress_every),
             measure_memory=measure_memory,
+            # On the CUDA EP a kernel can abort the process (ORT's CUDA failure 800 on cudaFreeHost,
+            # results/gpu-general/README.md): it then costs its own row, not the partition's.
+            isolated=table == "kernel_benchmarks" and profile.execution_provider == "cuda",
         )
         seconds = time.monotonic() - started
     speed = {"seconds": round(seconds, 1), "per_minute": round(len(rows) / seconds * 60, 1)}

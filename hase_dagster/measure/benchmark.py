@@ -7,6 +7,7 @@ The background is sampled in an idle window (nothing of ours running) at the sta
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -47,13 +48,36 @@ def run_benchmarks(
     level: OptimizationLevel = "disable",
     progress: Progress | None = None,
     measure_memory: bool = False,
+    isolated: bool = False,
+    runner_factory: Callable[..., Any] = ModelRunner,
 ) -> list[dict[str, Any]]:
     """Time every target; a target that fails gets a row with its error and no latency.
 
-    With ``measure_memory`` each row also gets the memory the target's session held
-    (:mod:`hase_dagster.measure.model_memory`).
+    Args:
+        targets: the ONNX files and their labels.
+        ep: the execution provider they run on.
+        sampler: the telemetry of the partition's load (background and each target's window).
+        timing: how long and on which clock each target is timed.
+        telemetry: how the background is sampled.
+        options: ORT session options.
+        level: ORT's graph optimisation level.
+        progress: called after each target with (done, total, seconds).
+        measure_memory: each row also gets the memory the target's session held
+            (:mod:`hase_dagster.measure.model_memory`); not with ``isolated``.
+        isolated: time the targets in a child process, started again after the one that kills it: a
+            native abort (ORT's CUDA EP terminates the process on some CUDA errors) then costs that
+            target's row, not the partition's.
+        runner_factory: builds the runner of one target (``ModelRunner``'s signature); a test's stand-in.
+
+    Returns:
+        One row per target, in order: its labels, ``status`` and ``error``, and its timing and load
+        windows when it ran.
     """
     targets = list(targets)
+    if isolated:
+        if measure_memory:
+            raise ValueError("measure_memory reads this process's memory: it cannot be isolated")
+        return _run_isolated(targets, ep, sampler, timing, telemetry, options, level, progress, runner_factory)
     meter = MemoryMeter(ep) if measure_memory else None
     with _pinned_to_one_core(ep == "cpu"):
         return _run_all(targets, ep, sampler, timing, telemetry, options, level, progress, meter)
@@ -111,6 +135,110 @@ def _run_all(
         rows.append(row)
         if progress is not None:
             progress(done, len(targets), time.monotonic() - started)
+    return rows
+
+
+def _time_in_child(
+    connection: Any,
+    paths: list[str],
+    ep: EpName,
+    options: OrtOptions | None,
+    level: OptimizationLevel,
+    config: TimingOptions,
+    runner_factory: Callable[..., Any],
+) -> None:
+    """The child of :func:`_run_isolated`: on each go from the parent, times the next of ``paths`` and
+    sends (True, timing dict) or (False, error); between targets it waits, so the parent can read an
+    idle background."""
+    with _pinned_to_one_core(ep == "cpu"):
+        for path in paths:
+            if not connection.recv():
+                break
+            try:
+                runner = runner_factory(Path(path), ep, options, level=level, clock=config.clock)
+                result = runner.time(config).to_dict()
+                del runner
+            except Exception as exc:
+                connection.send((False, f"{Path(path).name}: {exc}"))
+            else:
+                connection.send((True, result))
+    connection.close()
+
+
+def _run_isolated(
+    targets: list[BenchmarkTarget],
+    ep: EpName,
+    sampler: TelemetrySampler,
+    config: TimingOptions,
+    telemetry: TelemetryOptions,
+    options: OrtOptions | None,
+    level: OptimizationLevel,
+    progress: Progress | None,
+    runner_factory: Callable[..., Any],
+) -> list[dict[str, Any]]:
+    """:func:`_run_all` with the timing in a child process (spawned: CUDA does not survive a fork) and
+    the load windows read here; a child that dies costs the target it was on, and a new one goes on
+    from the next."""
+    context = multiprocessing.get_context("spawn")
+    rows: list[dict[str, Any]] = []
+    started = time.monotonic()
+    background = sampler.measure_idle_window(telemetry.background_window_s)
+    background_at = time.monotonic()
+
+    def add(row: dict[str, Any]) -> None:
+        rows.append(row)
+        if progress is not None:
+            progress(len(rows), len(targets), time.monotonic() - started)
+
+    while len(rows) < len(targets):
+        here, there = context.Pipe()
+        paths = [str(t.path) for t in targets[len(rows) :]]
+        child = context.Process(
+            target=_time_in_child, args=(there, paths, ep, options, level, config, runner_factory), daemon=True
+        )
+        child.start()
+        there.close()  # the child holds the only other end: its death ends recv() with EOFError
+        died = False
+        try:
+            while len(rows) < len(targets):
+                if time.monotonic() - background_at > telemetry.background_refresh_s:
+                    background = sampler.measure_idle_window(telemetry.background_window_s)
+                    background_at = time.monotonic()
+                try:
+                    here.send(True)
+                    ok, payload = here.recv()
+                except (EOFError, BrokenPipeError):
+                    died = True
+                    break
+                target = targets[len(rows)]
+                row: dict[str, Any] = {**target.labels, "path": str(target.path)}
+                if ok:
+                    window = sampler.window_mean(payload["start_ns"], payload["end_ns"])
+                    row.update(payload, status="ok", error=None)
+                    row.update(metric_columns("win_", window) | metric_columns("bg_", background))
+                else:
+                    row.update(status="error", error=payload)
+                    row.update(metric_columns("win_", {}) | metric_columns("bg_", background))
+                add(row)
+        finally:
+            if not died:
+                try:
+                    here.send(False)  # done: the child returns
+                except (BrokenPipeError, OSError):
+                    pass
+            here.close()
+            child.join(timeout=30)
+            if child.is_alive():
+                child.kill()
+                child.join()
+        if died:
+            target = targets[len(rows)]
+            error = f"{target.path.name}: the timing process died (exit code {child.exitcode}); the rest went on"
+            add(
+                {**target.labels, "path": str(target.path), "status": "error", "error": error}
+                | metric_columns("win_", {})
+                | metric_columns("bg_", background)
+            )
     return rows
 
 

@@ -1,0 +1,67 @@
+"""Timing in a child process (``run_benchmarks(isolated=True)``): a target that kills the process
+costs its own row, the others are timed, in order, with their load windows."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import onnx
+import pytest
+
+from hase_dagster.core.config import TelemetryOptions, TimingOptions
+from hase_dagster.measure.benchmark import BenchmarkTarget, run_benchmarks
+from hase_dagster.measure.runner import ModelRunner
+from hase_dagster.measure.telemetry import HOST_FIELDS, TelemetrySampler, metric_source
+from tests.conftest import conv_network
+
+TIMING = TimingOptions(warmup=1, min_loops=3, max_loops=3, min_seconds=0, max_seconds=1)
+TELEMETRY = TelemetryOptions(fields=list(HOST_FIELDS), background_window_s=0.05)
+
+
+def small_network(path: Path) -> Path:
+    """A three-convolution network ORT 1.31 loads (``conv_network`` saves the onnx package's IR)."""
+    model = onnx.load(str(conv_network(path, 1, 8, 16)))
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def aborting_runner(path: Path, *args: Any, **kwargs: Any) -> ModelRunner:
+    """ModelRunner, except that a file named ``abort*`` kills the process as ORT's CUDA EP does on a
+    CUDA error it cannot throw past (SIGABRT)."""
+    if path.name.startswith("abort"):
+        os.abort()
+    return ModelRunner(path, *args, **kwargs)
+
+
+def test_a_target_that_kills_the_timing_process_costs_only_its_own_row(tmp_path: Path) -> None:
+    good = [small_network(tmp_path / f"net{i}.onnx") for i in range(3)]
+    poison = small_network(tmp_path / "abort.onnx")
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not onnx")
+    files = [good[0], poison, good[1], broken, good[2]]
+    targets = [BenchmarkTarget(p, {"variant_id": p.stem}) for p in files]
+    progress: list[int] = []
+    with TelemetrySampler(metric_source("cpu", HOST_FIELDS), interval_s=0.05) as sampler:
+        rows = run_benchmarks(
+            targets, "cpu", sampler, TIMING, TELEMETRY, level="all", isolated=True, runner_factory=aborting_runner,
+            progress=lambda done, total, _: progress.append(done),
+        )  # fmt: skip
+    assert [r["variant_id"] for r in rows] == [p.stem for p in files]
+    assert [r["status"] for r in rows] == ["ok", "error", "ok", "error", "ok"]
+    assert f"exit code {-signal.SIGABRT}" in rows[1]["error"] and "abort.onnx" in rows[1]["error"]
+    assert rows[3]["error"].startswith("broken.onnx:")  # an exception is an error row, no restart
+    for row in (rows[0], rows[2], rows[4]):
+        assert row["mean_ms"] > 0 and row["n"] == 3 and row["end_ns"] > row["start_ns"]
+        assert "win_HOST_CPU_UTIL" in row and "bg_HOST_CPU_UTIL" in row
+    assert progress == [1, 2, 3, 4, 5]
+
+
+def test_isolated_timing_cannot_measure_this_processs_memory(tmp_path: Path) -> None:
+    target = BenchmarkTarget(small_network(tmp_path / "n.onnx"), {})
+    with TelemetrySampler(metric_source("cpu", HOST_FIELDS), interval_s=0.05) as sampler:
+        with pytest.raises(ValueError, match="cannot be isolated"):
+            run_benchmarks([target], "cpu", sampler, TIMING, TELEMETRY, isolated=True, measure_memory=True)
