@@ -222,6 +222,10 @@ def test_predict_a_model_outside_the_zoo(
     assert len(document["kernels"]) == coverage["kernels"] == coverage["covered"] + coverage["fallback"]
     assert any("families without a trained regressor" in w for w in document["warnings"])
     assert sum(k["fallback"] for k in document["kernels"]) == coverage["fallback"]
+    # and how much of the kernel sum rests on those estimates
+    fallback_ms = sum(k["mean_ms"] for k in document["kernels"] if k["fallback"])
+    share = fallback_ms / sum(k["mean_ms"] for k in document["kernels"])
+    assert 0 < coverage["fallback_share"] < 1 and coverage["fallback_share"] == pytest.approx(share, abs=1e-4)
 
 
 def test_predict_an_int8_file_at_its_own_precision(
