@@ -117,25 +117,46 @@ def _run_all(
         if time.monotonic() - background_at > telemetry.background_refresh_s:
             background = sampler.measure_idle_window(telemetry.background_window_s)
             background_at = time.monotonic()
-        row: dict[str, Any] = {**target.labels, "path": str(target.path)}
+        memory: dict[str, Any] = {}
         try:
             before = meter.read() if meter is not None else None
             runner = ModelRunner(target.path, ep, options, level=level, clock=config.clock)
             timing_result = runner.time(config)
             if meter is not None and before is not None:
-                row.update(meter.columns(before, meter.read(), runner.session))
+                memory = meter.columns(before, meter.read(), runner.session)
             del runner  # its session's memory goes before the next target's baseline
         except Exception as exc:  # one broken file must not lose the partition's other rows
-            row.update(status="error", error=f"{target.path.name}: {exc}")
-            row.update(metric_columns("win_", {}) | metric_columns("bg_", background))
+            row = _result_row(target, sampler, background, error=f"{target.path.name}: {exc}")
         else:
-            window = sampler.window_mean(timing_result.start_ns, timing_result.end_ns)
-            row.update(timing_result.to_dict(), status="ok", error=None)
-            row.update(metric_columns("win_", window) | metric_columns("bg_", background))
+            row = _result_row(target, sampler, background, timing=timing_result.to_dict()) | memory
         rows.append(row)
         if progress is not None:
             progress(done, len(targets), time.monotonic() - started)
     return rows
+
+
+def _result_row(
+    target: BenchmarkTarget,
+    sampler: TelemetrySampler,
+    background: dict[str, float],
+    timing: dict[str, Any] | None = None,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """One target's row: its labels and path, its timing and the load in its window (``timing``, a
+    :class:`Timing` as a dict) or its ``error``, and the background."""
+    row: dict[str, Any] = {**target.labels, "path": str(target.path)}
+    if timing is None:
+        return (
+            row | {"status": "error", "error": error} | metric_columns("win_", {}) | metric_columns("bg_", background)
+        )
+    window = sampler.window_mean(timing["start_ns"], timing["end_ns"])
+    return (
+        row
+        | timing
+        | {"status": "ok", "error": None}
+        | metric_columns("win_", window)
+        | metric_columns("bg_", background)
+    )
 
 
 def _time_in_child(
@@ -211,15 +232,11 @@ def _run_isolated(
                     died = True
                     break
                 target = targets[len(rows)]
-                row: dict[str, Any] = {**target.labels, "path": str(target.path)}
-                if ok:
-                    window = sampler.window_mean(payload["start_ns"], payload["end_ns"])
-                    row.update(payload, status="ok", error=None)
-                    row.update(metric_columns("win_", window) | metric_columns("bg_", background))
-                else:
-                    row.update(status="error", error=payload)
-                    row.update(metric_columns("win_", {}) | metric_columns("bg_", background))
-                add(row)
+                add(
+                    _result_row(
+                        target, sampler, background, timing=payload if ok else None, error=None if ok else payload
+                    )
+                )
         finally:
             if not died:
                 try:
@@ -234,11 +251,7 @@ def _run_isolated(
         if died:
             target = targets[len(rows)]
             error = f"{target.path.name}: the timing process died (exit code {child.exitcode}); the rest went on"
-            add(
-                {**target.labels, "path": str(target.path), "status": "error", "error": error}
-                | metric_columns("win_", {})
-                | metric_columns("bg_", background)
-            )
+            add(_result_row(target, sampler, background, error=error))
     return rows
 
 
