@@ -237,3 +237,16 @@ def test_the_movement_space_draws_windowed_attentions_data_movement(tmp_path: Pa
     assert output.shape == (2, 1000) and np.isfinite(output).all()
     ops = {n.op_type for n in onnx.load(exported.path).graph.node}
     assert {"Pad", "Slice", "Concat", "ReduceL2", "Div"} <= ops
+
+
+def test_the_highres_space_draws_dense_convolutions_on_vgg_sized_maps(tmp_path: Path) -> None:
+    probes = [draw_probe(seed, "highres") for seed in range(300)]
+    assert {p.resolution for p in probes} == {112, 224} and all(p.groups == 1 for p in probes)
+    # what no table or other space has: dense 3x3 kernels of 64 channels and more on 224 px maps (VGG's first
+    # block), past the other spaces' activation cap
+    vgg_like = [p for p in probes if p.resolution == 224 and p.kernel == 3 and p.width >= 64]
+    assert vgg_like and max(p.widest_activation() for p in vgg_like) > MAX_ACTIVATION_ELEMENTS
+    assert all(p.cell_macs() <= MAX_CELL_MACS for p in probes)
+    seed = next(s for s in range(100) if (p := draw_probe(s, "highres")).resolution == 224 and p.kernel == 3)
+    convs = _exported_convolutions(ZooModel(name="h", kind="design_probe", seed=seed, probe_space="highres"), tmp_path)
+    assert any(c.get("kernel_shape") == [3, 3] and c.get("group", 1) == 1 for c in convs)

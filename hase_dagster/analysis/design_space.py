@@ -20,7 +20,10 @@ kernels of 5 and 7 at 56 px 15-40% faster than predicted: the cells space draws 
 (ORT: Slice and Concat), a crop back (Slice), an L2 normalisation over channels (ReduceL2, Clip, Expand,
 Div) and a 2x2 patch merge (four strided Slices and a Concat), in channels-first or channels-last layout,
 at 14-112 px: no earlier space makes them, and swin_v2_t ran its Pads 22x and its ReduceL2s 6.5x slower on
-the H100 than the regressor guessed for a family it was never trained on (results/gpu-general/README.md).
+the H100 than the regressor guessed for a family it was never trained on (results/gpu-general/README.md);
+``highres`` draws dense convolutions (kernel 1, 3 or 5, 16-256 channels) on 112 and 224 px maps, as VGG's
+first layers and 320-512 px inputs run them: every 224 px convolution in the tables is a 3-channel stem, and
+VGG at batch 64 was 7-16% too fast on three sets (results/cpu-general/README.md, set I).
 
 Probes are training samples, not architectures a user runs: their family (``design_space``) is
 always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
@@ -60,6 +63,10 @@ GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64)
 DEPTHWISE_RESOLUTIONS = (14, 28, 56, 112)
 DEPTHWISE_RESOLUTION_WEIGHTS = (0.2, 0.3, 0.3, 0.2)
 MOVEMENT_RESOLUTIONS = (14, 28, 56, 112)
+HIGHRES_RESOLUTIONS = (112, 224)
+# A 224 px map of 64 channels (VGG's first block) is 3.2 M elements a sample: past MAX_ACTIVATION_ELEMENTS,
+# and still 1.6 GB at batch 128.
+HIGHRES_MAX_ACTIVATION_ELEMENTS = 6.5e6
 
 
 @dataclass(frozen=True)
@@ -236,6 +243,18 @@ def _draw_movement(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_highres(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    resolution = int(rng.choice(HIGHRES_RESOLUTIONS))
+    width = _log_width(rng, 16, 256)
+    out_width = width if rng.random() < 0.5 else _log_width(rng, 16, 256)
+    stride = 2 if rng.random() < 0.25 else 1
+    return ProbeSpec(
+        seed, "conv", resolution, width, out_width, int(rng.choice([1, 3, 3, 3, 5])), stride,
+        activation=str(rng.choice(["relu", "relu", "silu", "none"])),
+        residual=stride == 1 and out_width == width and rng.random() < 0.5, depth=int(rng.choice([1, 1, 2])),
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
@@ -243,28 +262,28 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         seed: any integer; equal seeds give equal probes.
         space: ``cells`` (every cell type), ``grouped_conv`` (grouped convolutions by channels per group)
             ``depthwise`` (inverted residuals and depthwise or width-changing grouped convolutions) or
-            ``movement`` (pad, roll, crop, L2 normalisation and patch merge, as windowed attention moves data).
+            ``movement`` (pad, roll, crop, L2 normalisation and patch merge, as windowed attention moves data)
+            or ``highres`` (dense convolutions on 112 and 224 px maps).
 
     Returns:
-        The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample.
+        The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample
+        (HIGHRES_MAX_ACTIVATION_ELEMENTS in the ``highres`` space).
 
     Raises:
         ValueError: ``space`` is not one of PROBE_SPACES.
     """
     draw_once = {
         "cells": _draw_once, "grouped_conv": _draw_grouped, "depthwise": _draw_depthwise, "movement": _draw_movement,
+        "highres": _draw_highres,
     }.get(space)  # fmt: skip
+    largest = HIGHRES_MAX_ACTIVATION_ELEMENTS if space == "highres" else MAX_ACTIVATION_ELEMENTS
     if draw_once is None:
         raise ValueError(f"probe space {space!r} is not one of {', '.join(PROBE_SPACES)}")
     rng = np.random.default_rng(seed)
     while True:
         spec = draw_once(rng, seed)
         tokens = spec.resolution**2 if spec.cell in ("attention", "mlp") else 0
-        if (
-            spec.cell_macs() <= MAX_CELL_MACS
-            and spec.widest_activation() <= MAX_ACTIVATION_ELEMENTS
-            and tokens <= MAX_TOKENS
-        ):
+        if spec.cell_macs() <= MAX_CELL_MACS and spec.widest_activation() <= largest and tokens <= MAX_TOKENS:
             return spec
 
 
