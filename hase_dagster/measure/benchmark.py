@@ -77,10 +77,13 @@ def run_benchmarks(
     if isolated:
         if measure_memory:
             raise ValueError("measure_memory reads this process's memory: it cannot be isolated")
-        return _run_isolated(targets, ep, sampler, timing, telemetry, options, level, progress, runner_factory)
+        with _ChildTimer(ep, options, level, timing, runner_factory) as in_child:
+            return _run_all(targets, sampler, telemetry, progress, in_child)
     meter = MemoryMeter(ep) if measure_memory else None
     with _pinned_to_one_core(ep == "cpu"):
-        return _run_all(targets, ep, sampler, timing, telemetry, options, level, progress, meter)
+        return _run_all(
+            targets, sampler, telemetry, progress, _timer_here(ep, options, level, timing, meter, runner_factory)
+        )
 
 
 @contextmanager
@@ -98,16 +101,16 @@ def _pinned_to_one_core(enabled: bool) -> Iterator[None]:
         os.sched_setaffinity(0, before)
 
 
+# Times one ONNX file: its Timing as a dict (with memory columns where measured) or an error.
+TimeOne = Callable[[Path], tuple[dict[str, Any] | None, str | None]]
+
+
 def _run_all(
     targets: list[BenchmarkTarget],
-    ep: EpName,
     sampler: TelemetrySampler,
-    config: TimingOptions,
     telemetry: TelemetryOptions,
-    options: OrtOptions | None,
-    level: OptimizationLevel,
     progress: Progress | None,
-    meter: MemoryMeter | None = None,
+    time_one: TimeOne,
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     started = time.monotonic()
@@ -117,19 +120,8 @@ def _run_all(
         if time.monotonic() - background_at > telemetry.background_refresh_s:
             background = sampler.measure_idle_window(telemetry.background_window_s)
             background_at = time.monotonic()
-        memory: dict[str, Any] = {}
-        try:
-            before = meter.read() if meter is not None else None
-            runner = ModelRunner(target.path, ep, options, level=level, clock=config.clock)
-            timing_result = runner.time(config)
-            if meter is not None and before is not None:
-                memory = meter.columns(before, meter.read(), runner.session)
-            del runner  # its session's memory goes before the next target's baseline
-        except Exception as exc:  # one broken file must not lose the partition's other rows
-            row = _result_row(target, sampler, background, error=f"{target.path.name}: {exc}")
-        else:
-            row = _result_row(target, sampler, background, timing=timing_result.to_dict()) | memory
-        rows.append(row)
+        timing, error = time_one(target.path)
+        rows.append(_result_row(target, sampler, background, timing, error))
         if progress is not None:
             progress(done, len(targets), time.monotonic() - started)
     return rows
@@ -159,100 +151,100 @@ def _result_row(
     )
 
 
+def _timer_here(
+    ep: EpName,
+    options: OrtOptions | None,
+    level: OptimizationLevel,
+    config: TimingOptions,
+    meter: MemoryMeter | None,
+    runner_factory: Callable[..., Any],
+) -> TimeOne:
+    """Times each file in this process, with the memory its session held when ``meter`` is given."""
+
+    def time_one(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+        try:
+            before = meter.read() if meter is not None else None
+            runner = runner_factory(path, ep, options, level=level, clock=config.clock)
+            timing = runner.time(config).to_dict()
+            if meter is not None and before is not None:
+                timing |= meter.columns(before, meter.read(), runner.session)
+            del runner  # its session's memory goes before the next target's baseline
+        except Exception as exc:  # one broken file must not lose the partition's other rows
+            return None, f"{path.name}: {exc}"
+        return timing, None
+
+    return time_one
+
+
 def _time_in_child(
     connection: Any,
-    paths: list[str],
     ep: EpName,
     options: OrtOptions | None,
     level: OptimizationLevel,
     config: TimingOptions,
     runner_factory: Callable[..., Any],
 ) -> None:
-    """The child of :func:`_run_isolated`: on each go from the parent, times the next of ``paths`` and
-    sends (True, timing dict) or (False, error); between targets it waits, so the parent can read an
-    idle background."""
+    """The child of :class:`_ChildTimer`: times each path the parent sends as :func:`_timer_here` does and
+    answers (timing, error) until it sends None; between files it waits, so the parent can read an idle
+    background."""
+    time_one = _timer_here(ep, options, level, config, None, runner_factory)
     with _pinned_to_one_core(ep == "cpu"):
-        for path in paths:
-            if not connection.recv():
-                break
-            try:
-                runner = runner_factory(Path(path), ep, options, level=level, clock=config.clock)
-                result = runner.time(config).to_dict()
-                del runner
-            except Exception as exc:
-                connection.send((False, f"{Path(path).name}: {exc}"))
-            else:
-                connection.send((True, result))
+        while (path := connection.recv()) is not None:
+            connection.send(time_one(Path(path)))
     connection.close()
 
 
-def _run_isolated(
-    targets: list[BenchmarkTarget],
-    ep: EpName,
-    sampler: TelemetrySampler,
-    config: TimingOptions,
-    telemetry: TelemetryOptions,
-    options: OrtOptions | None,
-    level: OptimizationLevel,
-    progress: Progress | None,
-    runner_factory: Callable[..., Any],
-) -> list[dict[str, Any]]:
-    """:func:`_run_all` with the timing in a child process (spawned: CUDA does not survive a fork) and
-    the load windows read here; a child that dies costs the target it was on, and a new one goes on
-    from the next."""
-    context = multiprocessing.get_context("spawn")
-    rows: list[dict[str, Any]] = []
-    started = time.monotonic()
-    background = sampler.measure_idle_window(telemetry.background_window_s)
-    background_at = time.monotonic()
+class _ChildTimer:
+    """Times one file at a time in a child process (spawned: CUDA does not survive a fork); a child that
+    dies costs the file it was on, and the next file starts a new one."""
 
-    def add(row: dict[str, Any]) -> None:
-        rows.append(row)
-        if progress is not None:
-            progress(len(rows), len(targets), time.monotonic() - started)
+    def __init__(
+        self,
+        ep: EpName,
+        options: OrtOptions | None,
+        level: OptimizationLevel,
+        config: TimingOptions,
+        runner_factory: Callable[..., Any],
+    ) -> None:
+        self._args = (ep, options, level, config, runner_factory)
+        self._child: Any = None
+        self._connection: Any = None
 
-    while len(rows) < len(targets):
-        here, there = context.Pipe()
-        paths = [str(t.path) for t in targets[len(rows) :]]
-        child = context.Process(
-            target=_time_in_child, args=(there, paths, ep, options, level, config, runner_factory), daemon=True
-        )
-        child.start()
-        there.close()  # the child holds the only other end: its death ends recv() with EOFError
-        died = False
+    def __call__(self, path: Path) -> tuple[dict[str, Any] | None, str | None]:
+        if self._child is None:
+            context = multiprocessing.get_context("spawn")
+            self._connection, there = context.Pipe()
+            self._child = context.Process(target=_time_in_child, args=(there, *self._args), daemon=True)
+            self._child.start()
+            there.close()  # the child holds the only other end: its death ends recv() with EOFError
         try:
-            while len(rows) < len(targets):
-                if time.monotonic() - background_at > telemetry.background_refresh_s:
-                    background = sampler.measure_idle_window(telemetry.background_window_s)
-                    background_at = time.monotonic()
-                try:
-                    here.send(True)
-                    ok, payload = here.recv()
-                except (EOFError, BrokenPipeError):
-                    died = True
-                    break
-                target = targets[len(rows)]
-                add(
-                    _result_row(
-                        target, sampler, background, timing=payload if ok else None, error=None if ok else payload
-                    )
-                )
-        finally:
-            if not died:
-                try:
-                    here.send(False)  # done: the child returns
-                except (BrokenPipeError, OSError):
-                    pass
-            here.close()
-            child.join(timeout=30)
-            if child.is_alive():
-                child.kill()
-                child.join()
-        if died:
-            target = targets[len(rows)]
-            error = f"{target.path.name}: the timing process died (exit code {child.exitcode}); the rest went on"
-            add(_result_row(target, sampler, background, error=error))
-    return rows
+            self._connection.send(str(path))
+            answer: tuple[dict[str, Any] | None, str | None] = self._connection.recv()
+        except (EOFError, BrokenPipeError):
+            return None, f"{path.name}: the timing process died (exit code {self._stop()}); the rest went on"
+        return answer
+
+    def _stop(self) -> int | None:
+        """Ends the child (asked first, killed after 30 s) and returns its exit code."""
+        try:
+            self._connection.send(None)
+        except (BrokenPipeError, OSError):
+            pass  # it is gone already
+        self._connection.close()
+        self._child.join(timeout=30)
+        if self._child.is_alive():
+            self._child.kill()
+            self._child.join()
+        code = self._child.exitcode
+        self._child = self._connection = None
+        return code
+
+    def __enter__(self) -> _ChildTimer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._child is not None:
+            self._stop()
 
 
 def default_progress(log: Callable[[str], None], every: int = 25) -> Progress:
