@@ -260,8 +260,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
 
     Args:
         seed: any integer; equal seeds give equal probes.
-        space: ``cells`` (every cell type), ``grouped_conv`` (grouped convolutions by channels per group)
-            ``depthwise`` (inverted residuals and depthwise or width-changing grouped convolutions) or
+        space: ``cells`` (every cell type), ``grouped_conv`` (grouped convolutions by channels per group),
+            ``depthwise`` (inverted residuals and depthwise or width-changing grouped convolutions),
             ``movement`` (pad, roll, crop, L2 normalisation and patch merge, as windowed attention moves data)
             or ``highres`` (dense convolutions on 112 and 224 px maps).
 
@@ -346,8 +346,8 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
 
         def __init__(self, c_in: int, first: bool) -> None:
             super().__init__()
-            self.merge = spec.stride == 2 and first
-            self.project = conv(4 * c_in, spec.out_width, 1, activation=False) if self.merge else None
+            merge = spec.stride == 2 and first
+            self.project = conv(4 * c_in, spec.out_width, 1, activation=False) if merge else None
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             last = spec.residual
