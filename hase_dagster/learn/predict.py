@@ -69,15 +69,19 @@ class Sums:
         ``gpu_share`` of the idle non-view kernels' sum (:data:`WAIT_GPU_SHARE_CANDIDATES` says why)."""
         if self.time_slicing is None:
             return 0.0, 0.0
-        return self.time_slicing.expected_wait(gpu_share * (self.idle_mean_ms - self.view_idle_ms), self.load_util)
+        return self.time_slicing.expected_wait(self._wait_gpu_ms(gpu_share), self.load_util)
 
     def timeslice_arrival_ms(self, gpu_share: float = 1.0) -> float:
         """The part of :meth:`timeslice_wait_ms`'s mean a run pays on arrival: the mean wait of a run too
         short to reach a slice boundary (:data:`ARRIVAL_RUN_MS`, or the run itself when shorter)."""
-        gpu_ms = gpu_share * (self.idle_mean_ms - self.view_idle_ms)
+        gpu_ms = self._wait_gpu_ms(gpu_share)
         if self.time_slicing is None or gpu_ms <= 0:
             return 0.0
         return self.time_slicing.expected_wait(min(gpu_ms, ARRIVAL_RUN_MS), self.load_util)[0]
+
+    def _wait_gpu_ms(self, gpu_share: float) -> float:
+        """The GPU time the time-slicing wait is charged on: ``gpu_share`` of the idle non-view kernels' sum."""
+        return gpu_share * (self.idle_mean_ms - self.view_idle_ms)
 
     def launch_shortfall_ms(self, dispatch_ms: float) -> float:
         """GPU time left idle while the host dispatches kernels shorter than ``dispatch_ms``."""
