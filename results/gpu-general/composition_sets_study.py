@@ -24,8 +24,9 @@ sys.path[:0] = [str(ROOT / "results" / "cpu-general"), str(ROOT / "results" / "g
 import evaluate as ns2  # noqa: E402  (never-seen-2/evaluate.py: the pooled labels)
 import score_gpu  # noqa: E402
 
-from hase_dagster.learn.bundles import load_bundle  # noqa: E402
+from hase_dagster.learn.bundles import Bundle, load_bundle  # noqa: E402
 from hase_dagster.learn.predict import Composition, model_sums  # noqa: E402
+from hase_dagster.learn.regressor import LatencyRegressor  # noqa: E402
 from hase_dagster.learn.reports import import_tables  # noqa: E402
 from hase_dagster.learn.training import (  # noqa: E402
     composition_points,
@@ -34,6 +35,39 @@ from hase_dagster.learn.training import (  # noqa: E402
     measured_models,
     networks,
 )
+
+
+def table_points(regressor: LatencyRegressor) -> tuple[pd.DataFrame, list[tuple], dict[float, dict[str, float]]]:
+    """The tables' networks the composition trains on (held-out ones apart), their composition points (sums,
+    measured mean, measured p90) in the same order, and the load at each stress level."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = import_tables(ROOT / "results" / "gpu-general" / "tables", Path(tmp) / "t.duckdb")
+        models = measured_models(store, "cuda")
+        trained = networks(models[~models["held_out"].astype(bool)])
+        points = composition_points(regressor, trained, kernels_by_variant(store, "cuda"))
+        loads = {level: load_at_level(store, "cuda", level) for level in (0.0, 0.5, 1.0)}
+    return trained, points, loads
+
+
+def timed_points(
+    bundle: Bundle, frame: pd.DataFrame, folder: Path, loads: dict[float, dict[str, float]]
+) -> list[dict[str, object]]:
+    """Each file of a timing frame (its repeats averaged), kernels by the bundle's static detection: model,
+    batch, level and its composition point (sums, measured mean, measured p90)."""
+    frame = frame.groupby(["model", "batch_size", "stress_level"], as_index=False).mean(numeric_only=True)
+    rows: list[dict[str, object]] = []
+    for r in frame.itertuples():
+        kernels, _ = bundle.kernels(folder / r.model, int(r.batch_size))
+        sums, _ = model_sums(bundle.predictor.regressor, kernels, loads[r.stress_level])
+        rows.append(
+            {
+                "model": r.model,
+                "batch": int(r.batch_size),
+                "level": float(r.stress_level),
+                "point": (sums, r.mean_ms, r.p90_ms),
+            }
+        )
+    return rows
 
 
 def timings() -> dict[str, tuple[pd.DataFrame, Path]]:
@@ -54,20 +88,12 @@ def main() -> None:
     parser.add_argument("bundle")
     args = parser.parse_args()
     bundle = load_bundle(args.bundle)
-    regressor = bundle.predictor.regressor
-    with tempfile.TemporaryDirectory() as tmp:
-        store = import_tables(ROOT / "results" / "gpu-general" / "tables", Path(tmp) / "t.duckdb")
-        models = measured_models(store, "cuda")
-        models = models[~models["held_out"].astype(bool)]
-        train = composition_points(regressor, networks(models), kernels_by_variant(store, "cuda"))
-        loads = {level: load_at_level(store, "cuda", level) for level in (0.0, 0.5, 1.0)}
-    rows = []
-    for name, (frame, folder) in timings().items():
-        frame = frame.groupby(["model", "batch_size", "stress_level"], as_index=False).mean(numeric_only=True)
-        for r in frame.itertuples():
-            kernels, _ = bundle.kernels(folder / r.model, int(r.batch_size))
-            sums, _ = model_sums(regressor, kernels, loads[r.stress_level])
-            rows.append({"set": name, "batch": int(r.batch_size), "point": (sums, r.mean_ms, r.p90_ms)})
+    _, train, loads = table_points(bundle.predictor.regressor)
+    rows = [
+        {"set": name, **row}
+        for name, (frame, folder) in timings().items()
+        for row in timed_points(bundle, frame, folder, loads)
+    ]
     frame = pd.DataFrame(rows)
 
     def score(composition: Composition, part: pd.DataFrame) -> str:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -34,15 +33,7 @@ import score_gpu  # noqa: E402
 
 from hase_dagster.learn import predict  # noqa: E402
 from hase_dagster.learn.bundles import load_bundle  # noqa: E402
-from hase_dagster.learn.predict import Composition, model_sums  # noqa: E402
-from hase_dagster.learn.reports import import_tables  # noqa: E402
-from hase_dagster.learn.training import (  # noqa: E402
-    composition_points,
-    kernels_by_variant,
-    load_at_level,
-    measured_models,
-    networks,
-)
+from hase_dagster.learn.predict import Composition  # noqa: E402
 
 TRAINING_SETS = ("tables", "gen", "setD", "setE")
 CUPTI = ROOT / "results" / "cpu-general" / "gpu-setF" / "cupti" / "gpu_time_sets.jsonl"
@@ -51,35 +42,17 @@ CUPTI = ROOT / "results" / "cpu-general" / "gpu-setF" / "cupti" / "gpu_time_sets
 def points(bundle_dir: str) -> pd.DataFrame:
     """Every point: set, model, batch, stress level and (sums, measured mean, measured p90)."""
     bundle = load_bundle(bundle_dir)
-    regressor = bundle.predictor.regressor
-    rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        store = import_tables(ROOT / "results" / "gpu-general" / "tables", Path(tmp) / "t.duckdb")
-        models = measured_models(store, "cuda")
-        trained = networks(models[~models["held_out"].astype(bool)])
-        kernels = kernels_by_variant(store, "cuda")
-        for row, point in zip(
-            trained.to_dict("records"), composition_points(regressor, trained, kernels), strict=False
-        ):
-            rows.append({"set": "tables", "model": row["variant_id"], "batch": 0, "level": -1.0, "point": point})
-        loads = {level: load_at_level(store, "cuda", level) for level in (0.0, 0.5, 1.0)}
+    trained, table, loads = composition_sets_study.table_points(bundle.predictor.regressor)
+    rows = [
+        {"set": "tables", "model": row["variant_id"], "batch": 0, "level": -1.0, "point": point}
+        for row, point in zip(trained.to_dict("records"), table, strict=False)
+    ]
     sets = composition_sets_study.timings()
     sets["setF"] = (score_gpu.measured([ROOT / "results" / "cpu-general" / "gpu-setF"]), Path("/tmp/gpuF"))
     for name, (frame, folder) in sets.items():
-        frame = frame.groupby(["model", "batch_size", "stress_level"], as_index=False).mean(numeric_only=True)
-        for r in frame.itertuples():
-            found, _ = bundle.kernels(folder / r.model, int(r.batch_size))
-            sums, _ = model_sums(regressor, found, loads[r.stress_level])
-            label = name if name in ("ns2", "setF") or r.model.startswith("chk_") else f"{name}-torchvision"
-            rows.append(
-                {
-                    "set": label,
-                    "model": r.model,
-                    "batch": int(r.batch_size),
-                    "level": float(r.stress_level),
-                    "point": (sums, r.mean_ms, r.p90_ms),
-                }
-            )
+        for row in composition_sets_study.timed_points(bundle, frame, folder, loads):
+            torchvision = name not in ("ns2", "setF") and not str(row["model"]).startswith("chk_")
+            rows.append({"set": f"{name}-torchvision" if torchvision else name, **row})
     return pd.DataFrame(rows)
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,19 +27,12 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "results" / "cpu-general"), str(ROOT / "results" / "gpu-general")]
 
+import composition_sets_study  # noqa: E402
 import score_gpu  # noqa: E402
 
 from hase_dagster.learn import predict  # noqa: E402
 from hase_dagster.learn.bundles import load_bundle  # noqa: E402
-from hase_dagster.learn.predict import Composition, Term, model_sums  # noqa: E402
-from hase_dagster.learn.reports import import_tables  # noqa: E402
-from hase_dagster.learn.training import (  # noqa: E402
-    composition_points,
-    kernels_by_variant,
-    load_at_level,
-    measured_models,
-    networks,
-)
+from hase_dagster.learn.predict import Composition, Term  # noqa: E402
 
 TIMED = ROOT / "results" / "cpu-general"
 # set: (timing folders, ONNX folder)
@@ -78,29 +70,12 @@ def one_wait_term() -> Iterator[None]:
 def points(bundle_dir: str) -> tuple[list[tuple], pd.DataFrame]:
     """The tables' training points, and every timed network's: set, model, batch, level, point."""
     bundle = load_bundle(bundle_dir)
-    regressor = bundle.predictor.regressor
-    with tempfile.TemporaryDirectory() as tmp:
-        store = import_tables(ROOT / "results" / "gpu-general" / "tables", Path(tmp) / "t.duckdb")
-        models = measured_models(store, "cuda")
-        trained = networks(models[~models["held_out"].astype(bool)])
-        tables = composition_points(regressor, trained, kernels_by_variant(store, "cuda"))
-        loads = {level: load_at_level(store, "cuda", level) for level in (0.0, 0.5, 1.0)}
-    rows = []
-    for name, (folders, files) in SETS.items():
-        frame = score_gpu.measured(folders)
-        frame = frame.groupby(["model", "batch_size", "stress_level"], as_index=False).mean(numeric_only=True)
-        for r in frame.itertuples():
-            found, _ = bundle.kernels(files / r.model, int(r.batch_size))
-            sums, _ = model_sums(regressor, found, loads[r.stress_level])
-            rows.append(
-                {
-                    "set": name,
-                    "model": r.model,
-                    "batch": int(r.batch_size),
-                    "level": float(r.stress_level),
-                    "point": (sums, r.mean_ms, r.p90_ms),
-                }
-            )
+    _, tables, loads = composition_sets_study.table_points(bundle.predictor.regressor)
+    rows = [
+        {"set": name, **row}
+        for name, (folders, files) in SETS.items()
+        for row in composition_sets_study.timed_points(bundle, score_gpu.measured(folders), files, loads)
+    ]
     return tables, pd.DataFrame(rows)
 
 
