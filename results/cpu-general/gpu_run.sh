@@ -28,6 +28,10 @@
 #   six torchvision models is in any profile or earlier set): WORK=/tmp/setI-gpu SEEDS=800-811 BATCHES=1,4,16,64
 #   MODELS="alexnet vgg16 regnet_y_8gf convnext_base swin_v2_t efficientnet_v2_m" BUDGET_S=300 bash
 #   results/cpu-general/gpu_run.sh
+#   set J on the H100 (fixed 2026-11-25 00:27 UTC, before the movement and highres probes are measured or merged, to
+#   judge them blind; none of the six torchvision models is in any profile or earlier set): WORK=/tmp/setJ-gpu
+#   SEEDS=812-823 BATCHES=1,4,16,64 MODELS="swin_v2_b vgg19 maxvit_t resnext101_64x4d efficientnet_b5 regnet_y_16gf"
+#   BUDGET_S=300 bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
