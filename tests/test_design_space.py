@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pandas as pd
 import pytest
 from pydantic import ValidationError
@@ -250,3 +251,28 @@ def test_the_highres_space_draws_dense_convolutions_on_vgg_sized_maps(tmp_path: 
     seed = next(s for s in range(100) if (p := draw_probe(s, "highres")).resolution == 224 and p.kernel == 3)
     convs = _exported_convolutions(ZooModel(name="h", kind="design_probe", seed=seed, probe_space="highres"), tmp_path)
     assert any(c.get("kernel_shape") == [3, 3] and c.get("group", 1) == 1 for c in convs)
+
+
+def test_the_windows_space_keeps_swins_pad_channels_last_through_orts_optimizer(tmp_path: Path) -> None:
+    probes = [draw_probe(seed, "windows") for seed in range(300)]
+    assert {p.cell for p in probes} == {"windows"} and all(p.width % p.heads == 0 for p in probes)
+    # pads of 0 (the window divides the map, as in Swin at 224 px) and more, shifted windows and not
+    assert {p.padded_resolution > p.resolution for p in probes} == {False, True}
+    assert any(p.groups == 0 for p in probes) and any(p.groups > 0 for p in probes)
+    assert all(p.widest_activation() <= MAX_ACTIVATION_ELEMENTS for p in probes)
+    seed = next(s for s in range(100) if (p := draw_probe(s, "windows")).padded_resolution > p.resolution and p.se)
+    exported = export_variant(
+        ModelVariant(ZooModel(name="w", kind="design_probe", seed=seed, probe_space="windows"), 224, 2), tmp_path, 17
+    )
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(tmp_path / "optimized.onnx")
+    session = ort.InferenceSession(str(exported.path), options, providers=["CPUExecutionProvider"])
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (2, 1000) and np.isfinite(output).all()
+    # after ORT's optimizer the pad still reads the channels-last LayerNorm's output (a movement probe's pad is
+    # moved back to channels-first by the layout optimizer)
+    graph = onnx.load(tmp_path / "optimized.onnx").graph
+    made_by = {out: node.op_type for node in graph.node for out in node.output}
+    pads = [node for node in graph.node if node.op_type == "Pad"]
+    assert pads and all(made_by.get(node.input[0]) == "LayerNormalization" for node in pads)

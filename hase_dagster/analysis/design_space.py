@@ -23,7 +23,13 @@ at 14-112 px: no earlier space makes them, and swin_v2_t ran its Pads 22x and it
 the H100 than the regressor guessed for a family it was never trained on (results/gpu-general/README.md);
 ``highres`` draws dense convolutions (kernel 1, 3 or 5, 16-256 channels) on 112 and 224 px maps, as VGG's
 first layers and 320-512 px inputs run them: every 224 px convolution in the tables is a 3-channel stem, and
-VGG at batch 64 was 7-16% too fast on three sets (results/cpu-general/README.md, set I).
+VGG at batch 64 was 7-16% too fast on three sets (results/cpu-general/README.md, set I); ``windows`` draws
+Swin's window partition as Swin builds it: a LayerNorm over the channels of a channels-last map, the pad of its
+spatial dims to a multiple of the window (0 when it divides, as in every Swin stage at 224 px), an optional
+cyclic shift, the window partition and its reverse (Reshape and Transpose), an optional L2 normalisation per
+head and the crop back. The LayerNorm keeps ORT's layout optimizer from moving the pad back to channels-first,
+where a ``movement`` probe's pad ends up: there ORT runs its fast NCHW pad (1.6 TB/s on the H100), while
+Swin's channels-last pads take ORT's generic ``_PadKernel`` at about 270 GB/s.
 
 Probes are training samples, not architectures a user runs: their family (``design_space``) is
 always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
@@ -63,6 +69,8 @@ GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64)
 DEPTHWISE_RESOLUTIONS = (14, 28, 56, 112)
 DEPTHWISE_RESOLUTION_WEIGHTS = (0.2, 0.3, 0.3, 0.2)
 MOVEMENT_RESOLUTIONS = (14, 28, 56, 112)
+# Swin's window sizes (7 in v1, 8 in v2 at 256 px, 12 and 16 at 384 px).
+WINDOW_SIZES = (7, 8, 12, 16)
 HIGHRES_RESOLUTIONS = (112, 224)
 # A 224 px map of 64 channels (VGG's first block) is 3.2 M elements a sample: past MAX_ACTIVATION_ELEMENTS,
 # and still 1.6 GB at batch 128.
@@ -76,7 +84,8 @@ class ProbeSpec:
     A ``movement`` cell reads the options so: ``kernel`` is the pad added after each spatial dim,
     ``groups`` the roll's shift (0: no roll), ``se`` an L2 normalisation over channels, ``residual`` the
     channels-last layout, ``stride`` 2 a 2x2 patch merge into 4x the channels and a 1x1 convolution to
-    ``out_width`` (1: the moved tensor is added to the input).
+    ``out_width`` (1: the moved tensor is added to the input). A ``windows`` cell: ``kernel`` is the window
+    size, ``groups`` the cyclic shift (0: none), ``heads`` the heads of the L2 normalisation (``se``).
     """
 
     seed: int
@@ -130,7 +139,14 @@ class ProbeSpec:
             largest = max(largest, self.heads * self.resolution**4)
         if self.cell == "movement":
             largest = max(largest, (self.resolution + self.kernel) ** 2 * self.width)
+        if self.cell == "windows":
+            largest = max(largest, self.padded_resolution**2 * self.width)
         return float(largest)
+
+    @property
+    def padded_resolution(self) -> int:
+        """A ``windows`` cell's map after its pad: ``resolution`` up to a multiple of the window (``kernel``)."""
+        return -(-self.resolution // self.kernel) * self.kernel
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -243,6 +259,18 @@ def _draw_movement(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_windows(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    width = 32 * int(rng.integers(2, 25))  # 64-768: heads of 32, 64 or 128 channels (Swin's are 32)
+    window = int(rng.choice(WINDOW_SIZES))
+    resolution = int(rng.choice(MOVEMENT_RESOLUTIONS))
+    shift = int(rng.choice([0, window // 2]))
+    heads = width // 32 // math.gcd(width // 32, int(rng.choice([1, 2, 4])))
+    return ProbeSpec(
+        seed, "windows", resolution, width, width, kernel=window, groups=shift, heads=heads,
+        se=bool(rng.random() < 0.6), depth=int(rng.choice([1, 1, 2])),
+    )  # fmt: skip
+
+
 def _draw_highres(rng: np.random.Generator, seed: int) -> ProbeSpec:
     resolution = int(rng.choice(HIGHRES_RESOLUTIONS))
     width = _log_width(rng, 16, 256)
@@ -262,8 +290,9 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         seed: any integer; equal seeds give equal probes.
         space: ``cells`` (every cell type), ``grouped_conv`` (grouped convolutions by channels per group),
             ``depthwise`` (inverted residuals and depthwise or width-changing grouped convolutions),
-            ``movement`` (pad, roll, crop, L2 normalisation and patch merge, as windowed attention moves data)
-            or ``highres`` (dense convolutions on 112 and 224 px maps).
+            ``movement`` (pad, roll, crop, L2 normalisation and patch merge, as windowed attention moves data),
+            ``highres`` (dense convolutions on 112 and 224 px maps) or ``windows`` (Swin's channels-last pad and
+            window partition).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample
@@ -274,7 +303,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """
     draw_once = {
         "cells": _draw_once, "grouped_conv": _draw_grouped, "depthwise": _draw_depthwise, "movement": _draw_movement,
-        "highres": _draw_highres,
+        "highres": _draw_highres, "windows": _draw_windows,
     }.get(space)  # fmt: skip
     largest = HIGHRES_MAX_ACTIVATION_ELEMENTS if space == "highres" else MAX_ACTIVATION_ELEMENTS
     if draw_once is None:
@@ -370,6 +399,28 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             y = y.permute(0, 3, 1, 2) if last else y
             return self.project(y) if self.project is not None else x + y
 
+    class Windows(nn.Module):
+        """Swin's window partition around an attention (the ``windows`` cell; ProbeSpec says how)."""
+
+        def __init__(self, width: int) -> None:
+            super().__init__()
+            self.norm = nn.LayerNorm(width)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            n, c, h, w = x.shape
+            window, shift, padded = spec.kernel, spec.groups, spec.padded_resolution
+            y = nn.functional.pad(self.norm(x.permute(0, 2, 3, 1)), (0, 0, 0, padded - w, 0, padded - h))
+            if shift:
+                y = torch.roll(y, shifts=(-shift, -shift), dims=(1, 2))
+            parts = padded // window
+            y = y.view(n, parts, window, parts, window, c).permute(0, 1, 3, 2, 4, 5).reshape(-1, window * window, c)
+            if spec.se:
+                y = nn.functional.normalize(y.view(-1, window * window, spec.heads, c // spec.heads), dim=-1)
+            y = y.reshape(n, parts, parts, window, window, c).permute(0, 1, 3, 2, 4, 5).reshape(n, padded, padded, c)
+            if shift:
+                y = torch.roll(y, shifts=(shift, shift), dims=(1, 2))
+            return x + y[:, :h, :w, :].permute(0, 3, 1, 2)
+
     class Cell(nn.Module):
         def __init__(self, c_in: int, first: bool) -> None:
             super().__init__()
@@ -408,6 +459,9 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             elif spec.cell == "movement":
                 self.body = Movement(c_in, first)
                 self.residual = False  # Movement adds its own input back
+            elif spec.cell == "windows":
+                self.body = Windows(c_in)
+                self.residual = False  # Windows adds its own input back
             else:
                 pool = nn.MaxPool2d(3, stride, 1) if spec.kernel == 0 else nn.AvgPool2d(3, stride, 1)
                 self.body = nn.Sequential(pool, conv(c_in, c_out, 1))
