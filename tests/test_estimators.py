@@ -176,3 +176,18 @@ def test_channels_per_group_is_each_groups_input_width_and_zero_without_groups()
 
     assert kernel_features(conv(32))["channels_per_group"] == 4.0
     assert kernel_features(conv(1))["channels_per_group"] == 0.0
+
+
+def test_changed_dims_tell_orts_pad_paths_apart() -> None:
+    def pad(shape_in: list[int], shape_out: list[int]) -> dict[str, int]:
+        kernel = {"family": "Pad", "op_type": "Pad", "inputs": [{"name": "x", "shape": shape_in}],
+                  "outputs": [{"shape": shape_out}], "attributes": {"mode": "constant"}}  # fmt: skip
+        features = kernel_features(kernel)
+        return {i: features[f"changed_d{i}"] for i in range(4)}
+
+    # a channels-first pad of the last dims (ORT's fast path), Swin's channels-last pad (the generic kernel),
+    # a pad of nothing (a copy); a 3-D input is left-padded with 1s like the in_d/out_d features
+    assert pad([16, 96, 112, 112], [16, 96, 113, 113]) == {0: 0, 1: 0, 2: 1, 3: 1}
+    assert pad([64, 14, 14, 384], [64, 16, 16, 384]) == {0: 0, 1: 1, 2: 1, 3: 0}
+    assert pad([64, 56, 56, 96], [64, 56, 56, 96]) == {0: 0, 1: 0, 2: 0, 3: 0}
+    assert pad([8, 49, 32], [8, 64, 32]) == {0: 0, 1: 0, 2: 1, 3: 0}
