@@ -1,0 +1,56 @@
+"""Where the whole-model misses are: the share within +-10% and the mean signed error by batch size and stress
+level, pooled over the timed sets given, for one predictions folder name.
+
+    .venv/bin/python results/gpu-general/within_by_cell.py predictions-windows F G H I
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+
+SETS = Path(__file__).resolve().parents[1] / "cpu-general"
+
+
+def cases(predictions: str, sets: list[str]) -> pd.DataFrame:
+    """One row per timed case: set, batch, stress level, signed error in %."""
+    rows = []
+    for name in sets:
+        folder = SETS / f"gpu-set{name}"
+        measured = {
+            (r["model"], r["stress_level"]): r["mean_ms"]
+            for path in sorted((folder / "timings").glob("level-*.json"))
+            for r in json.loads(path.read_text())
+            if r["status"] == "ok"
+        }
+        for path in sorted((folder / predictions).glob("predictions_b*.json")):
+            for r in json.loads(path.read_text())["predictions"]:
+                source = r["load_source"]
+                level = 0.0 if source.startswith("idle") else float(re.search(r"level=([\d.]+)", source).group(1))
+                if (ms := measured.get((r["model"], level))) is not None:
+                    rows.append({"set": name, "batch": r["batch_size"], "stress": level,
+                                 "error_pct": 100 * (r["predicted_ms"] / ms - 1)})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("predictions")
+    parser.add_argument("sets", nargs="+")
+    args = parser.parse_args()
+    frame = cases(args.predictions, args.sets)
+    frame["within_10"] = frame.error_pct.abs() <= 10
+    print(f"{len(frame)} cases, {100 * frame.within_10.mean():.1f}% within +-10%\n")
+    print("Within +-10% (%), batch x stress:\n")
+    print((100 * frame.pivot_table(index="batch", columns="stress", values="within_10")).round(0).to_markdown())
+    print("\nMean signed error (%), batch x stress:\n")
+    print(frame.pivot_table(index="batch", columns="stress", values="error_pct").round(1).to_markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
