@@ -256,7 +256,7 @@ def test_the_highres_space_draws_dense_convolutions_on_vgg_sized_maps(tmp_path: 
 def test_the_windows_space_keeps_swins_pad_channels_last_through_orts_optimizer(tmp_path: Path) -> None:
     probes = [draw_probe(seed, "windows") for seed in range(300)]
     assert {p.cell for p in probes} == {"windows"} and all(p.width % p.heads == 0 for p in probes)
-    # pads of 0 (the window divides the map, as in Swin at 224 px) and more, shifted windows and not
+    # pads of 0 (the window divides the map, as in Swin v1 at 224 px) and more, shifted windows and not
     assert {p.padded_resolution > p.resolution for p in probes} == {False, True}
     assert any(p.groups == 0 for p in probes) and any(p.groups > 0 for p in probes)
     assert all(p.widest_activation() <= MAX_ACTIVATION_ELEMENTS for p in probes)

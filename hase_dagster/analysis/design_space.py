@@ -25,11 +25,11 @@ the H100 than the regressor guessed for a family it was never trained on (result
 first layers and 320-512 px inputs run them: every 224 px convolution in the tables is a 3-channel stem, and
 VGG at batch 64 was 7-16% too fast on three sets (results/cpu-general/README.md, set I); ``windows`` draws
 Swin's window partition as Swin builds it: a LayerNorm over the channels of a channels-last map, the pad of its
-spatial dims to a multiple of the window (0 when it divides, as in every Swin stage at 224 px), an optional
+spatial dims to a multiple of the window (0 when it divides, as in Swin v1 at 224 px), an optional
 cyclic shift, the window partition and its reverse (Reshape and Transpose), an optional L2 normalisation per
 head and the crop back. The LayerNorm keeps ORT's layout optimizer from moving the pad back to channels-first,
-where a ``movement`` probe's pad ends up: there ORT runs its fast NCHW pad (1.6 TB/s on the H100), while
-Swin's channels-last pads take ORT's generic ``_PadKernel`` at about 270 GB/s.
+where a ``movement`` probe's pad ends up: there ORT runs its NCHW pad (1.3-1.7 TB/s on the H100), while a
+channels-last pad takes ORT's generic ``_PadKernel`` at 53-61 GB/s (and a pad of nothing is a copy at ~2.9 TB/s).
 
 Probes are training samples, not architectures a user runs: their family (``design_space``) is
 always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
