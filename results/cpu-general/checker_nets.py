@@ -12,7 +12,7 @@ patchifying stem, and 3-4 stages of blocks among
 and, for some seeds, a small transformer encoder over the last feature map's tokens; plus pure
 ViT-style encoders (patch embedding, 2-4 layers, width 96-256).
 
-    .venv/bin/python results/cpu-general/checker_nets.py OUT_DIR --seeds 701-712 --batch-sizes 1,4
+    .venv/bin/python results/cpu-general/checker_nets.py OUT_DIR --seeds 701-712 --batch-sizes 1,4 [--jobs 8]
 """
 
 from __future__ import annotations
@@ -20,6 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -258,29 +261,42 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
+def export_seed(seed: int, out: Path, batches: list[int], opset: int) -> dict | None:
+    """Write the network of ``seed`` at each batch size into ``out``; its traits, or None (said on stderr) when the
+    draw does not build."""
+    torch.set_num_threads(1)  # one export per process when --jobs runs several
+    written: list[Path] = []
+    try:
+        net, image, drawn = build(seed)
+        for batch in batches:
+            written.append(out / f"chk_s{seed}_i{image}_b{batch}.onnx")
+            trace_to_onnx(net, torch.randn(batch, 3, image, image), written[-1], opset)
+    except RuntimeError as exc:  # a draw with a zero-width layer (seeds 751, 789): no network, say so, go on
+        for path in written:
+            path.unlink(missing_ok=True)
+        print(f"chk_s{seed}: does not build ({str(exc).splitlines()[0]})", file=sys.stderr)
+        return None
+    print(f"chk_s{seed}: {json.dumps(drawn)}", file=sys.stderr)
+    return drawn
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--seeds", default="701-712")
     parser.add_argument("--batch-sizes", default="1,4")
     parser.add_argument("--opset", type=int, default=17)
+    parser.add_argument("--jobs", type=int, default=1, help="seeds exported at once, each in its own process")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    traits = {}
-    for seed in _seeds(args.seeds):
-        written: list[Path] = []
-        try:
-            net, image, drawn = build(seed)
-            for batch in (int(b) for b in args.batch_sizes.split(",")):
-                written.append(args.out / f"chk_s{seed}_i{image}_b{batch}.onnx")
-                trace_to_onnx(net, torch.randn(batch, 3, image, image), written[-1], args.opset)
-        except RuntimeError as exc:  # a draw with a zero-width layer (seeds 751, 789): no network, say so, go on
-            for path in written:
-                path.unlink(missing_ok=True)
-            print(f"chk_s{seed}: does not build ({str(exc).splitlines()[0]})", file=sys.stderr)
-            continue
-        traits[f"chk_s{seed}"] = drawn
-        print(f"chk_s{seed}: {json.dumps(traits[f'chk_s{seed}'])}", file=sys.stderr)
+    seeds = _seeds(args.seeds)
+    batches = [int(b) for b in args.batch_sizes.split(",")]
+    if args.jobs > 1:
+        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
+            drawn = list(pool.map(partial(export_seed, out=args.out, batches=batches, opset=args.opset), seeds))
+    else:
+        drawn = [export_seed(seed, args.out, batches, args.opset) for seed in seeds]
+    traits = {f"chk_s{seed}": d for seed, d in zip(seeds, drawn) if d is not None}
     (args.out / "traits.json").write_text(json.dumps(traits, indent=1) + "\n")
     return 0
 

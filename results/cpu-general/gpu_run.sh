@@ -39,10 +39,11 @@ work=${WORK:-/tmp/checker-gpu}
 mkdir -p "$work" "${OUT:?}"
 { nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv; lscpu | grep -E "Model name|^CPU\(s\)"; date -u; } >> "$work/host.txt" 2>&1
 if [ ! -e "$work/files/traits.json" ]; then
+  # one process a model and 8 seeds at once (the host has 16 cores; the files are the same as one at a time)
   [ -z "${MODELS:-}" ] || python3 results/cpu-general/export_torchvision.py "$work/files" --batch-sizes "${BATCHES:-16,64}" \
-    $MODELS 2> "$work/export.log"
+    --jobs 6 $MODELS 2> "$work/export.log"
   python3 results/cpu-general/checker_nets.py "$work/files" --seeds "${SEEDS:-701-724}" \
-    --batch-sizes "${BATCHES:-16,64}" 2>> "$work/export.log"
+    --batch-sizes "${BATCHES:-16,64}" --jobs 8 2>> "$work/export.log"
 fi
 timeout --signal=INT "${BUDGET_S:-480}" python3 results/cpu-general/time_files.py "$work/files" "$work/timings" \
   --profile gpu --levels "${1:-0.0,1.0,0.5}"
