@@ -717,15 +717,14 @@ def _model_prediction(
     by_node = {p.node_name: p.mean_ms for p in predictions}
     path_ms = critical_path_ms(kernels, by_node)
     fallback = [p for p in predictions if p.fallback]
-    listed_ms = sum(p.mean_ms for p in predictions)
-    fallback_share = sum(p.mean_ms for p in fallback) / listed_ms if listed_ms > 0 else 0.0
+    fallback_families = sorted({p.family for p in fallback})
+    fallback_share = sum(p.mean_ms for p in fallback) / listed_sum if listed_sum > 0 else 0.0
     if fallback:
         # A fallback is the trees' answer for an unknown family's shape and bytes; ORT's own kernels for
         # such families can be far slower (swin_v2_t's Pads on the H100: 22x, results/gpu-general/README.md).
         warnings.append(
             f"{len(fallback)} of {len(predictions)} kernels belong to families without a trained regressor "
-            f"({sorted({p.family for p in fallback})}); their times are fallback estimates, "
-            f"{fallback_share:.0%} of the kernel sum"
+            f"({fallback_families}); their times are fallback estimates, {fallback_share:.0%} of the kernel sum"
         )
     if batch_size is not None and regressor.batch_sizes and batch_size not in regressor.batch_sizes:
         warnings.append(
@@ -748,7 +747,7 @@ def _model_prediction(
             "kernels": len(predictions),
             "covered": len(predictions) - len(fallback),
             "fallback": len(fallback),
-            "fallback_families": sorted({p.family for p in fallback}),
+            "fallback_families": fallback_families,
             "fallback_share": round(fallback_share, 4),
         },
         kernels=predictions,

@@ -74,16 +74,15 @@ def run_benchmarks(
         windows when it ran.
     """
     targets = list(targets)
+    how = _HowToTime(ep, options, level, timing, runner_factory)
     if isolated:
         if measure_memory:
             raise ValueError("measure_memory reads this process's memory: it cannot be isolated")
-        with _ChildTimer(ep, options, level, timing, runner_factory) as in_child:
+        with _ChildTimer(how) as in_child:
             return _run_all(targets, sampler, telemetry, progress, in_child)
     meter = MemoryMeter(ep) if measure_memory else None
     with _pinned_to_one_core(ep == "cpu"):
-        return _run_all(
-            targets, sampler, telemetry, progress, _timer_here(ep, options, level, timing, meter, runner_factory)
-        )
+        return _run_all(targets, sampler, telemetry, progress, how.timer(meter))
 
 
 @contextmanager
@@ -138,57 +137,47 @@ def _result_row(
     :class:`Timing` as a dict) or its ``error``, and the background."""
     row: dict[str, Any] = {**target.labels, "path": str(target.path)}
     if timing is None:
-        return (
-            row | {"status": "error", "error": error} | metric_columns("win_", {}) | metric_columns("bg_", background)
-        )
-    window = sampler.window_mean(timing["start_ns"], timing["end_ns"])
-    return (
-        row
-        | timing
-        | {"status": "ok", "error": None}
-        | metric_columns("win_", window)
-        | metric_columns("bg_", background)
-    )
+        result, window = {"status": "error", "error": error}, {}
+    else:
+        result = timing | {"status": "ok", "error": None}
+        window = sampler.window_mean(timing["start_ns"], timing["end_ns"])
+    return row | result | metric_columns("win_", window) | metric_columns("bg_", background)
 
 
-def _timer_here(
-    ep: EpName,
-    options: OrtOptions | None,
-    level: OptimizationLevel,
-    config: TimingOptions,
-    meter: MemoryMeter | None,
-    runner_factory: Callable[..., Any],
-) -> TimeOne:
-    """Times each file in this process, with the memory its session held when ``meter`` is given."""
+@dataclass(frozen=True)
+class _HowToTime:
+    """What timing one file needs, in this process or sent to a child (picklable)."""
 
-    def time_one(path: Path) -> tuple[dict[str, Any] | None, str | None]:
-        try:
-            before = meter.read() if meter is not None else None
-            runner = runner_factory(path, ep, options, level=level, clock=config.clock)
-            timing = runner.time(config).to_dict()
-            if meter is not None and before is not None:
-                timing |= meter.columns(before, meter.read(), runner.session)
-            del runner  # its session's memory goes before the next target's baseline
-        except Exception as exc:  # one broken file must not lose the partition's other rows
-            return None, f"{path.name}: {exc}"
-        return timing, None
+    ep: EpName
+    options: OrtOptions | None
+    level: OptimizationLevel
+    config: TimingOptions
+    runner_factory: Callable[..., Any]
 
-    return time_one
+    def timer(self, meter: MemoryMeter | None = None) -> TimeOne:
+        """Times each file in this process, with the memory its session held when ``meter`` is given."""
+
+        def time_one(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+            try:
+                before = meter.read() if meter is not None else None
+                runner = self.runner_factory(path, self.ep, self.options, level=self.level, clock=self.config.clock)
+                timing = runner.time(self.config).to_dict()
+                if meter is not None and before is not None:
+                    timing |= meter.columns(before, meter.read(), runner.session)
+                del runner  # its session's memory goes before the next target's baseline
+            except Exception as exc:  # one broken file must not lose the partition's other rows
+                return None, f"{path.name}: {exc}"
+            return timing, None
+
+        return time_one
 
 
-def _time_in_child(
-    connection: Any,
-    ep: EpName,
-    options: OrtOptions | None,
-    level: OptimizationLevel,
-    config: TimingOptions,
-    runner_factory: Callable[..., Any],
-) -> None:
-    """The child of :class:`_ChildTimer`: times each path the parent sends as :func:`_timer_here` does and
+def _time_in_child(connection: Any, how: _HowToTime) -> None:
+    """The child of :class:`_ChildTimer`: times each path the parent sends as :meth:`_HowToTime.timer` does and
     answers (timing, error) until it sends None; between files it waits, so the parent can read an idle
     background."""
-    time_one = _timer_here(ep, options, level, config, None, runner_factory)
-    with _pinned_to_one_core(ep == "cpu"):
+    time_one = how.timer()
+    with _pinned_to_one_core(how.ep == "cpu"):
         while (path := connection.recv()) is not None:
             connection.send(time_one(Path(path)))
     connection.close()
@@ -198,15 +187,8 @@ class _ChildTimer:
     """Times one file at a time in a child process (spawned: CUDA does not survive a fork); a child that
     dies costs the file it was on, and the next file starts a new one."""
 
-    def __init__(
-        self,
-        ep: EpName,
-        options: OrtOptions | None,
-        level: OptimizationLevel,
-        config: TimingOptions,
-        runner_factory: Callable[..., Any],
-    ) -> None:
-        self._args = (ep, options, level, config, runner_factory)
+    def __init__(self, how: _HowToTime) -> None:
+        self._how = how
         self._child: Any = None
         self._connection: Any = None
 
@@ -214,7 +196,7 @@ class _ChildTimer:
         if self._child is None:
             context = multiprocessing.get_context("spawn")
             self._connection, there = context.Pipe()
-            self._child = context.Process(target=_time_in_child, args=(there, *self._args), daemon=True)
+            self._child = context.Process(target=_time_in_child, args=(there, self._how), daemon=True)
             self._child.start()
             there.close()  # the child holds the only other end: its death ends recv() with EOFError
         try:

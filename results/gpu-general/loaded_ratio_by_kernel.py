@@ -10,21 +10,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 SETS = Path(__file__).resolve().parents[1] / "cpu-general"
+sys.path.insert(0, str(SETS))
+
+import score_gpu  # noqa: E402
 
 
 def long_networks(predictions: Path, sets: list[str], longer_than_ms: float = 4.0) -> pd.DataFrame:
     """One row per long network and batch: measured and predicted ratio, the error at stress 1.0, kernel stats."""
     rows = []
     for name in sets:
-        measured = {}
-        for level in (0.0, 1.0):
-            path = SETS / f"gpu-set{name}" / "timings" / f"level-{level:.2f}.json"
-            measured |= {(r["model"], level): r["mean_ms"] for r in json.loads(path.read_text()) if r["status"] == "ok"}
+        timed = score_gpu.measured([SETS / f"gpu-set{name}"])
+        measured = dict(zip(zip(timed.model, timed.stress_level), timed.mean_ms))
         for path in sorted(predictions.glob(f"{name}_b*.json")):
             by_load = {(r["model"], 0.0 if r["load_source"].startswith("idle") else 1.0): r
                        for r in json.loads(path.read_text())["predictions"]}  # fmt: skip

@@ -7,34 +7,31 @@ level, pooled over the timed sets given, for one predictions folder name.
 from __future__ import annotations
 
 import argparse
-import json
-import re
+import sys
 from pathlib import Path
 
 import pandas as pd
 
 SETS = Path(__file__).resolve().parents[1] / "cpu-general"
+sys.path.insert(0, str(SETS))
+
+import score_gpu  # noqa: E402
 
 
 def cases(predictions: str, sets: list[str]) -> pd.DataFrame:
-    """One row per timed case: set, batch, stress level, signed error in %."""
-    rows = []
+    """One row per timed case: set, batch, stress level, signed error in % (score_gpu's join of a set's
+    timings and one of its prediction folders)."""
+    frames = []
     for name in sets:
         folder = SETS / f"gpu-set{name}"
-        measured = {
-            (r["model"], r["stress_level"]): r["mean_ms"]
-            for path in sorted((folder / "timings").glob("level-*.json"))
-            for r in json.loads(path.read_text())
-            if r["status"] == "ok"
-        }
-        for path in sorted((folder / predictions).glob("predictions_b*.json")):
-            for r in json.loads(path.read_text())["predictions"]:
-                source = r["load_source"]
-                level = 0.0 if source.startswith("idle") else float(re.search(r"level=([\d.]+)", source).group(1))
-                if (ms := measured.get((r["model"], level))) is not None:
-                    rows.append({"set": name, "batch": r["batch_size"], "stress": level,
-                                 "error_pct": 100 * (r["predicted_ms"] / ms - 1)})  # fmt: skip
-    return pd.DataFrame(rows)
+        frame = score_gpu.measured([folder]).merge(
+            score_gpu.predicted(folder / predictions), on=["model", "stress_level"]
+        )
+        frames.append(pd.DataFrame({
+            "set": name, "batch": frame.batch_size, "stress": frame.stress_level,
+            "error_pct": 100 * (frame.predicted_ms / frame.mean_ms - 1),
+        }))  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
 
 
 def main() -> int:
