@@ -32,6 +32,11 @@
 #   judge them blind; none of the six torchvision models is in any profile or earlier set): WORK=/tmp/setJ-gpu
 #   SEEDS=812-823 BATCHES=1,4,16,64 MODELS="swin_v2_b vgg19 maxvit_t resnext101_64x4d efficientnet_b5 regnet_y_16gf"
 #   BUDGET_S=300 bash results/cpu-general/gpu_run.sh
+#   (set J's first call, with BUDGET_S=400, ran past the 600 s limit: its export took over 3 min with --jobs)
+#   set K on the H100 (fixed 2026-11-25 03:47 UTC, before the windows rows at batch 16 and under load are merged, to
+#   judge them blind; none of the six torchvision models is in any profile or earlier set): WORK=/tmp/setK-gpu
+#   SEEDS=824-835 BATCHES=1,4,16,64 MODELS="swin_b vit_l_32 convnext_large efficientnet_b6 regnet_x_16gf vgg16_bn"
+#   BUDGET_S=250 bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
