@@ -191,3 +191,37 @@ def test_changed_dims_tell_orts_pad_paths_apart() -> None:
     assert pad([64, 14, 14, 384], [64, 16, 16, 384]) == {0: 0, 1: 1, 2: 1, 3: 0}
     assert pad([64, 56, 56, 96], [64, 56, 56, 96]) == {0: 0, 1: 0, 2: 0, 3: 0}
     assert pad([8, 49, 32], [8, 64, 32]) == {0: 0, 1: 0, 2: 1, 3: 0}
+
+
+def _pads(bytes_moved: np.ndarray, changed: tuple[int, ...]) -> pd.DataFrame:
+    """Feature rows of synthetic pads moving ``bytes_moved`` bytes (half in, half out) on one path."""
+    frame = pd.DataFrame(0.0, index=range(len(bytes_moved)), columns=list(NUMERIC_FEATURES))
+    frame["log_input_bytes"] = np.log1p(bytes_moved / 2)
+    frame["log_output_bytes"] = np.log1p(bytes_moved / 2)
+    for i in changed:
+        frame[f"changed_d{i}"] = 1
+    frame["family"], frame["op"] = "Pad", ".Pad"
+    frame["load_HOST_CPU_UTIL"] = 0.0
+    return frame
+
+
+def test_path_rate_feature_takes_each_paths_rate_and_falls_back_to_the_familys(tmp_path: Path) -> None:
+    # ORT's two pads on the H100: the last two dims of a channels-first map at 1.5 TB/s, the spatial dims of
+    # a channels-last map at 57 GB/s; a third path with too few rows for a rate of its own.
+    fast_bytes, slow_bytes, rare_bytes = np.geomspace(1e5, 1e9, 60), np.geomspace(1e5, 1e8, 20), np.array([1e6, 1e7])
+    frame = pd.concat(
+        [_pads(fast_bytes, (2, 3)), _pads(slow_bytes, (1, 2)), _pads(rare_bytes, (0,))], ignore_index=True
+    )
+    ms = np.concatenate([fast_bytes / 1.5e9, slow_bytes / 57e6, rare_bytes / 1e9])
+    layout = _layout(["Pad"], [".Pad"])
+    model = make_estimator("xgboost_path_rate", layout).fit(as_matrix(frame, ["Pad"], [".Pad"], LOAD), np.log(ms))
+    assert model.path_rates.keys() == {"Pad:0011", "Pad:0110"}  # the rare path has 2 rows, under MIN_PATH_ROWS
+    queries = pd.concat([_pads(np.array([1e7]), c) for c in ((2, 3), (1, 2), (0,))], ignore_index=True)
+    feature = np.exp(model.path_feature(as_matrix(queries, ["Pad"], [".Pad"], LOAD)))  # ms, from rate x bytes
+    assert feature[0] == pytest.approx(1e7 / 1.5e9, rel=0.01)
+    assert feature[1] == pytest.approx(1e7 / 57e6, rel=0.01)
+    assert feature[2] == pytest.approx(np.exp(model.family_rates["Pad"]) * 1e7, rel=0.01)  # the family's rate
+    entry = model.save(tmp_path, "mean_ms")
+    loaded = load_estimator(layout, entry, tmp_path)
+    x = as_matrix(queries, ["Pad"], [".Pad"], LOAD)
+    assert np.array_equal(loaded.predict(x), model.predict(x))

@@ -512,6 +512,8 @@ def _add_tree_arrays(folder: Path) -> None:
             document["regressor"]["targets"][target] = Boosted.add_trees(entry, folder)
         elif entry.get("kind") == "roofline_xgboost":
             entry["residual"] = Boosted.add_trees(entry["residual"], folder)
+        elif entry.get("kind") == "xgboost_path_rate":
+            entry["trees"] = Boosted.add_trees(entry["trees"], folder)
     document_path.write_text(dumps(document))
     after = Predictor.load(folder)
     import numpy as np

@@ -685,7 +685,7 @@ def _positive_int_list(text: str) -> list[int]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from hase_dagster.learn.estimators import KINDS as REGRESSOR_KINDS
+    from hase_dagster.learn.estimators import ALL_KINDS as REGRESSOR_KINDS
 
     parser = _ArgumentParser(prog="hase", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
