@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Make the working tree that a device call sends small, so 8 payload pieces travel a call instead of one:
 # the committed result folders a GPU run does not read move to a folder outside the checkout, and come back
-# (git has them all; `git checkout -- results` restores them too if this folder is lost).
+# (git has them all: `restore` takes back from git any tracked file still missing, and nothing else).
 #   bash results/gpu-payload/slim-tree.sh aside      # before the calls: about 8.6 MB of tree left
 #   bash results/gpu-payload/slim-tree.sh restore    # after them, before any commit
 # Kept: results/cpu-general (set timing), results/gpu-grid (run.sh), results/gpu-payload. On 2026-11-25 the tree
@@ -19,7 +19,8 @@ case "${1:-}" in
     git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 ;;
   restore)
     [ -d "$aside" ] && for d in "$aside"/*/; do [ -e "results/$(basename "$d")" ] || mv "$d" results/; done
-    git checkout -- results  # anything still missing comes back from git
+    # tracked files still missing come back from git; files changed in place are left as they are
+    git ls-files -z -d results | xargs -0 -r git checkout --
     git status --short results | head ;;
   *) echo "usage: $0 aside|restore" >&2; exit 2 ;;
 esac
