@@ -45,7 +45,7 @@ from hase_dagster.core.documents import load_versioned_json
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
 from hase_dagster.core.paths import SHIPPED_BUNDLES, DataPaths
-from hase_dagster.learn.estimators import Boosted, dumps
+from hase_dagster.learn.estimators import dumps, with_tree_arrays
 from hase_dagster.learn.predict import ModelPrediction, predict_model_under
 from hase_dagster.learn.predict_file import model_files, parse_load_spec
 from hase_dagster.learn.training import PREDICTOR_FILE, Predictor
@@ -502,18 +502,13 @@ def write_bundle(
 
 
 def _add_tree_arrays(folder: Path) -> None:
-    """Give every XGBoost model of the predictor folder its trees as arrays (``Boosted.add_trees``)
+    """Give every XGBoost model of the predictor folder its trees as arrays (``with_tree_arrays``)
     and check that they predict what XGBoost predicts."""
     document_path = folder / PREDICTOR_FILE
     document = json.loads(document_path.read_text())
     before = Predictor.load(folder)
-    for target, entry in document["regressor"]["targets"].items():
-        if entry.get("kind") == "xgboost":
-            document["regressor"]["targets"][target] = Boosted.add_trees(entry, folder)
-        elif entry.get("kind") == "roofline_xgboost":
-            entry["residual"] = Boosted.add_trees(entry["residual"], folder)
-        elif entry.get("kind") == "xgboost_path_rate":
-            entry["trees"] = Boosted.add_trees(entry["trees"], folder)
+    targets = document["regressor"]["targets"]
+    document["regressor"]["targets"] = {target: with_tree_arrays(entry, folder) for target, entry in targets.items()}
     document_path.write_text(dumps(document))
     after = Predictor.load(folder)
     import numpy as np

@@ -264,6 +264,14 @@ class Boosted:
         return {**entry, "trees": name}
 
 
+def with_tree_arrays(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A saved estimator ``entry`` whose XGBoost models, its own or nested ones (a roofline's residual, a
+    path-rate model's trees), name their trees as arrays (:meth:`Boosted.add_trees`)."""
+    if entry.get("kind") == Boosted.kind:
+        return Boosted.add_trees(entry, folder)
+    return {k: with_tree_arrays(v, folder) if isinstance(v, dict) and "kind" in v else v for k, v in entry.items()}
+
+
 # The arrays of a tree ensemble walked by predict_tree_arrays.
 TREE_ARRAYS = ("base_score", "roots", "left", "right", "feature", "threshold", "default_left", "value")
 
@@ -531,6 +539,7 @@ class PathRateBoosted:
         return f"{self.layout.families[code // 16]}:{code % 16:04b}"
 
     def _log_bytes(self, x: np.ndarray) -> np.ndarray:
+        # Clipped at 0 (no bytes): real rows never go below, but the export's check feeds random matrices.
         moved = sum(
             np.expm1(np.clip(self.layout.column(x, c), 0, None)) for c in ("log_input_bytes", "log_output_bytes")
         )
@@ -553,14 +562,9 @@ class PathRateBoosted:
         family, path = self._paths(x)
         log_rate = y - self._log_bytes(x)
         self.global_rate = float(np.median(log_rate))
-        for codes, rates, name in (
-            (family, self.family_rates, lambda c: self.layout.families[c]),
-            (path, self.path_rates, self._path_name),
-        ):
-            for code in np.unique(codes[family >= 0]):
-                rows = codes == code
-                if rows.sum() >= MIN_PATH_ROWS:
-                    rates[name(int(code))] = float(np.median(log_rate[rows]))
+        known = family >= 0
+        self.family_rates = {self.layout.families[c]: r for c, r in _medians_by(family, log_rate, known).items()}
+        self.path_rates = {self._path_name(c): r for c, r in _medians_by(path, log_rate, known).items()}
         self.trees.fit(np.column_stack([x, self.path_feature(x)]), y)
         return self
 
@@ -584,6 +588,16 @@ class PathRateBoosted:
         model.global_rate = float(entry["global_rate"])
         model.trees = Boosted.load(layout, entry["trees"], folder)
         return model
+
+
+def _medians_by(codes: np.ndarray, values: np.ndarray, rows: np.ndarray) -> dict[int, float]:
+    """The median of ``values`` per code among ``rows``, for codes with at least :data:`MIN_PATH_ROWS` rows."""
+    medians = {}
+    for code in np.unique(codes[rows]):
+        mine = rows & (codes == code)
+        if mine.sum() >= MIN_PATH_ROWS:
+            medians[int(code)] = float(np.median(values[mine]))
+    return medians
 
 
 # A path's rate needs this many rows; fewer take the family's.
