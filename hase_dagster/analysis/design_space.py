@@ -64,6 +64,12 @@ MAX_TOKENS = 784
 PROBE_SPACES: tuple[str, ...] = get_args(ProbeSpace)
 # Channels per group of the grouped_conv space: ResNeXt's 4-32 (32x4d) and RegNet's 8-64.
 GROUP_WIDTHS = (4, 8, 16, 24, 32, 48, 64)
+# Channels per group of the wide_grouped space, log-uniform: the large RegNets' 112-264 (x_8gf 120, x_16gf
+# 128, x_32gf 168, y_16gf 112, y_32gf 232, y_128gf 264) and a margin either side.
+WIDE_GROUP_WIDTH_RANGE = (72, 320)
+# The widths a stage of those RegNets has at each map size (px -> channels, log-uniform): 224-336 at 56 px up
+# to 2048-3712 at 7 px.
+WIDE_GROUP_STAGE_WIDTHS = {56: (192, 448), 28: (384, 1024), 14: (768, 2048), 7: (1536, 4096)}
 # Resolutions of the depthwise space and how often each is drawn: the large maps where depthwise
 # kernels of 5 and 7 cost most.
 DEPTHWISE_RESOLUTIONS = (14, 28, 56, 112)
@@ -217,6 +223,20 @@ def _draw_grouped(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_wide_grouped(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    """Grouped 3x3 (sometimes 1x1) convolutions of few wide groups, at the 7-56 px maps of RegNet's stages."""
+    resolution = int(rng.choice(list(WIDE_GROUP_STAGE_WIDTHS)))
+    group_width = _log_width(rng, *WIDE_GROUP_WIDTH_RANGE)
+    groups = max(2, round(_log_width(rng, *WIDE_GROUP_STAGE_WIDTHS[resolution]) / group_width))
+    width = groups * group_width
+    stride = 2 if rng.random() < 0.25 and resolution >= 14 else 1
+    return ProbeSpec(
+        seed, "conv", resolution, width, width, int(rng.choice([3, 3, 3, 1])), stride, groups,
+        activation=str(rng.choice(["relu", "relu", "silu", "none"])),
+        residual=stride == 1 and rng.random() < 0.5, depth=int(rng.choice([1, 1, 2])),
+    )  # fmt: skip
+
+
 def _draw_depthwise(rng: np.random.Generator, seed: int) -> ProbeSpec:
     mode = str(rng.choice(["inverted_residual", "inverted_residual", "depthwise", "grouped_change"]))
     resolution = int(rng.choice(DEPTHWISE_RESOLUTIONS, p=DEPTHWISE_RESOLUTION_WEIGHTS))
@@ -289,6 +309,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     Args:
         seed: any integer; equal seeds give equal probes.
         space: ``cells`` (every cell type), ``grouped_conv`` (grouped convolutions by channels per group),
+            ``wide_grouped`` (grouped convolutions of 72-320 channels a group, as the large RegNets have),
             ``depthwise`` (inverted residuals and depthwise or width-changing grouped convolutions),
             ``movement`` (pad, roll, crop, L2 normalisation and patch merge, as windowed attention moves data),
             ``highres`` (dense convolutions on 112 and 224 px maps) or ``windows`` (Swin's channels-last pad and
@@ -302,7 +323,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         ValueError: ``space`` is not one of PROBE_SPACES.
     """
     draw_once = {
-        "cells": _draw_once, "grouped_conv": _draw_grouped, "depthwise": _draw_depthwise, "movement": _draw_movement,
+        "cells": _draw_once, "grouped_conv": _draw_grouped, "wide_grouped": _draw_wide_grouped,
+        "depthwise": _draw_depthwise, "movement": _draw_movement,
         "highres": _draw_highres, "windows": _draw_windows,
     }.get(space)  # fmt: skip
     largest = HIGHRES_MAX_ACTIVATION_ELEMENTS if space == "highres" else MAX_ACTIVATION_ELEMENTS

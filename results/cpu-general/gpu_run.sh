@@ -37,6 +37,11 @@
 #   judge them blind; none of the six torchvision models is in any profile or earlier set): WORK=/tmp/setK-gpu
 #   SEEDS=824-835 BATCHES=1,4,16,64 MODELS="swin_b vit_l_32 convnext_large efficientnet_b6 regnet_x_16gf vgg16_bn"
 #   BUDGET_S=250 bash results/cpu-general/gpu_run.sh
+#   set L on the H100 (fixed 2026-11-25 07:40 UTC, after set K's verdict and before the wide-group probes, batch 1/4 only
+#   to fit the machine's last minutes; timed first, its tarball kept sealed until predictions were committed; none of
+#   the six torchvision models is in any profile or earlier set): WORK=/tmp/setL-gpu SEEDS=836-847 BATCHES=1,4
+#   MODELS="vit_l_16 efficientnet_v2_l regnet_y_32gf wide_resnet101_2 vgg13 efficientnet_b7" BUDGET_S=330 bash
+#   results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
