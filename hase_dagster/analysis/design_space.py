@@ -210,17 +210,25 @@ def _draw_once(rng: np.random.Generator, seed: int) -> ProbeSpec:
     return ProbeSpec(seed, "pool", resolution, width, out_width, kernel=int(rng.integers(0, 2)), stride=2)
 
 
-def _draw_grouped(rng: np.random.Generator, seed: int) -> ProbeSpec:
-    group_width = int(rng.choice(GROUP_WIDTHS))
-    groups = max(2, round(_log_width(rng, 32, 1024) / group_width))
-    width = groups * group_width
-    resolution = int(rng.choice(RESOLUTIONS[:4]))
+def _grouped_conv(
+    rng: np.random.Generator, seed: int, resolution: int, groups: int, group_width: int, kernels: list[int]
+) -> ProbeSpec:
+    """A grouped convolution cell of ``groups`` x ``group_width`` channels at ``resolution``; stride, kernel (one
+    of ``kernels``), activation, residual and depth drawn here, in that order (a probe's seed fixes them)."""
     stride = 2 if rng.random() < 0.25 and resolution >= 14 else 1
+    width = groups * group_width
     return ProbeSpec(
-        seed, "conv", resolution, width, width, int(rng.choice([3, 3, 3, 1, 5])), stride, groups,
+        seed, "conv", resolution, width, width, int(rng.choice(kernels)), stride, groups,
         activation=str(rng.choice(["relu", "relu", "silu", "none"])),
         residual=stride == 1 and rng.random() < 0.5, depth=int(rng.choice([1, 1, 2])),
     )  # fmt: skip
+
+
+def _draw_grouped(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    group_width = int(rng.choice(GROUP_WIDTHS))
+    groups = max(2, round(_log_width(rng, 32, 1024) / group_width))
+    resolution = int(rng.choice(RESOLUTIONS[:4]))
+    return _grouped_conv(rng, seed, resolution, groups, group_width, [3, 3, 3, 1, 5])
 
 
 def _draw_wide_grouped(rng: np.random.Generator, seed: int) -> ProbeSpec:
@@ -228,13 +236,7 @@ def _draw_wide_grouped(rng: np.random.Generator, seed: int) -> ProbeSpec:
     resolution = int(rng.choice(list(WIDE_GROUP_STAGE_WIDTHS)))
     group_width = _log_width(rng, *WIDE_GROUP_WIDTH_RANGE)
     groups = max(2, round(_log_width(rng, *WIDE_GROUP_STAGE_WIDTHS[resolution]) / group_width))
-    width = groups * group_width
-    stride = 2 if rng.random() < 0.25 and resolution >= 14 else 1
-    return ProbeSpec(
-        seed, "conv", resolution, width, width, int(rng.choice([3, 3, 3, 1])), stride, groups,
-        activation=str(rng.choice(["relu", "relu", "silu", "none"])),
-        residual=stride == 1 and rng.random() < 0.5, depth=int(rng.choice([1, 1, 2])),
-    )  # fmt: skip
+    return _grouped_conv(rng, seed, resolution, groups, group_width, [3, 3, 3, 1])
 
 
 def _draw_depthwise(rng: np.random.Generator, seed: int) -> ProbeSpec:
