@@ -16,10 +16,13 @@ from pydantic import ValidationError
 from hase_dagster.analysis.design_space import (
     CELL_TYPES,
     GROUP_WIDTHS,
+    HIGHRES_MAX_ACTIVATION_ELEMENTS,
     MAX_ACTIVATION_ELEMENTS,
     MAX_CELL_MACS,
     WIDE_GROUP_STAGE_WIDTHS,
+    WIDE_GROUP_STRIDED_RESOLUTIONS,
     WIDE_GROUP_WIDTH_RANGE,
+    ProbeSpec,
     draw_probe,
 )
 from hase_dagster.analysis.zoo import ModelVariant, export_variant
@@ -88,6 +91,21 @@ def test_the_wide_grouped_space_draws_few_wide_groups_at_regnet_stage_widths() -
     # the grouped_conv space is unchanged by the new one: its probes in hase.yaml keep their shapes
     assert draw_probe(7009, "grouped_conv") != draw_probe(7009, "wide_grouped")
     assert max(p.width // p.groups for p in (draw_probe(s, "grouped_conv") for s in range(100))) == 64
+
+
+def test_the_strided_wide_grouped_space_draws_the_convolutions_that_open_a_regnet_stage() -> None:
+    probes = [draw_probe(seed, "wide_grouped_strided") for seed in range(300)]
+    assert all(p.cell == "conv" and p.stride == 2 and p.kernel == 3 and 2 <= p.groups < p.width for p in probes)
+    assert {p.resolution for p in probes} == {112, 56, 28, 14} == set(WIDE_GROUP_STRIDED_RESOLUTIONS)
+    low, high = WIDE_GROUP_WIDTH_RANGE
+    assert all(low <= p.width // p.groups <= high for p in probes)
+    # regnet_x_16gf's first stage (2 x 128 channels, 112 -> 56 px) is inside: past the cells' activation cap
+    first_stage = [p for p in probes if p.resolution == 112 and 100 <= p.width // p.groups <= 160]
+    assert first_stage and max(p.widest_activation() for p in first_stage) > MAX_ACTIVATION_ELEMENTS
+    assert all(p.widest_activation() <= HIGHRES_MAX_ACTIVATION_ELEMENTS for p in probes)
+    assert all(p.cell_macs() <= MAX_CELL_MACS for p in probes)
+    # the stride-1 space keeps its draws: its probes in hase.yaml were measured (runs/h100-wide-groups)
+    assert draw_probe(9000, "wide_grouped") == ProbeSpec(9000, "conv", 14, 1408, 1408, 3, 1, 16, residual=True)
 
 
 def test_the_depthwise_space_draws_depthwise_kernels_of_5_and_7_at_large_maps() -> None:

@@ -70,6 +70,10 @@ WIDE_GROUP_WIDTH_RANGE = (72, 320)
 # The widths a stage of those RegNets has at each map size (px -> channels, log-uniform): 224-336 at 56 px up
 # to 2048-3712 at 7 px.
 WIDE_GROUP_STAGE_WIDTHS = {56: (192, 448), 28: (384, 1024), 14: (768, 2048), 7: (1536, 4096)}
+# The wide_grouped_strided space: a RegNet stage's first block, whose grouped 3x3 convolution halves the map
+# (112 -> 56 px in x_16gf's first stage, 256 channels: 3.2 M elements a sample, past MAX_ACTIVATION_ELEMENTS).
+# Drawn at the input map size, with the width of the stage it opens; held to the highres space's cap.
+WIDE_GROUP_STRIDED_RESOLUTIONS = {2 * out: widths for out, widths in WIDE_GROUP_STAGE_WIDTHS.items()}
 # Resolutions of the depthwise space and how often each is drawn: the large maps where depthwise
 # kernels of 5 and 7 cost most.
 DEPTHWISE_RESOLUTIONS = (14, 28, 56, 112)
@@ -239,6 +243,18 @@ def _draw_wide_grouped(rng: np.random.Generator, seed: int) -> ProbeSpec:
     return _grouped_conv(rng, seed, resolution, groups, group_width, [3, 3, 3, 1])
 
 
+def _draw_wide_grouped_strided(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    """Stride-2 grouped 3x3 convolutions of few wide groups: the first block of a RegNet stage, at 14-112 px in."""
+    resolution = int(rng.choice(list(WIDE_GROUP_STRIDED_RESOLUTIONS)))
+    group_width = _log_width(rng, *WIDE_GROUP_WIDTH_RANGE)
+    groups = max(2, round(_log_width(rng, *WIDE_GROUP_STRIDED_RESOLUTIONS[resolution]) / group_width))
+    width = groups * group_width
+    return ProbeSpec(
+        seed, "conv", resolution, width, width, 3, 2, groups,
+        activation=str(rng.choice(["relu", "relu", "silu", "none"])), depth=int(rng.choice([1, 1, 2])),
+    )  # fmt: skip
+
+
 def _draw_depthwise(rng: np.random.Generator, seed: int) -> ProbeSpec:
     mode = str(rng.choice(["inverted_residual", "inverted_residual", "depthwise", "grouped_change"]))
     resolution = int(rng.choice(DEPTHWISE_RESOLUTIONS, p=DEPTHWISE_RESOLUTION_WEIGHTS))
@@ -312,6 +328,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         seed: any integer; equal seeds give equal probes.
         space: ``cells`` (every cell type), ``grouped_conv`` (grouped convolutions by channels per group),
             ``wide_grouped`` (grouped convolutions of 72-320 channels a group, as the large RegNets have),
+            ``wide_grouped_strided`` (their stride-2 3x3 ones that open a stage, 14-112 px in),
             ``depthwise`` (inverted residuals and depthwise or width-changing grouped convolutions),
             ``movement`` (pad, roll, crop, L2 normalisation and patch merge, as windowed attention moves data),
             ``highres`` (dense convolutions on 112 and 224 px maps) or ``windows`` (Swin's channels-last pad and
@@ -319,17 +336,20 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample
-        (HIGHRES_MAX_ACTIVATION_ELEMENTS in the ``highres`` space).
+        (HIGHRES_MAX_ACTIVATION_ELEMENTS in the ``highres`` and ``wide_grouped_strided`` spaces).
 
     Raises:
         ValueError: ``space`` is not one of PROBE_SPACES.
     """
     draw_once = {
         "cells": _draw_once, "grouped_conv": _draw_grouped, "wide_grouped": _draw_wide_grouped,
+        "wide_grouped_strided": _draw_wide_grouped_strided,
         "depthwise": _draw_depthwise, "movement": _draw_movement,
         "highres": _draw_highres, "windows": _draw_windows,
     }.get(space)  # fmt: skip
-    largest = HIGHRES_MAX_ACTIVATION_ELEMENTS if space == "highres" else MAX_ACTIVATION_ELEMENTS
+    largest = (
+        HIGHRES_MAX_ACTIVATION_ELEMENTS if space in ("highres", "wide_grouped_strided") else MAX_ACTIVATION_ELEMENTS
+    )
     if draw_once is None:
         raise ValueError(f"probe space {space!r} is not one of {', '.join(PROBE_SPACES)}")
     rng = np.random.default_rng(seed)
