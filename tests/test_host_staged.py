@@ -12,6 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from hase_dagster.learn.predict import (
+    HOST_BOUND_SHARE,
     HOST_STAGED_LIMIT,
     HOST_STAGED_MIN_AXIS,
     Composition,
@@ -111,3 +112,22 @@ def test_a_composition_saved_before_the_term_predicts_as_before() -> None:
     old = Composition.from_json(saved)
     staged = Sums(0, 5.0, 5.0, 50, 95.0, idle_mean_ms=5.0, time_slicing=slicing, host_staged=18)
     assert old.apply(staged) == old.apply(Sums(0, 5.0, 5.0, 50, 95.0, idle_mean_ms=5.0, time_slicing=slicing))
+
+
+def test_a_run_whose_kernels_leave_the_gpu_mostly_idle_is_called_host_bound(tmp_path: Path) -> None:
+    """The committed bundle warns on a 4-kernel network of 8 channels at 14 px, at idle and under load, and not
+    on two 1x1 convolutions of 1024 channels at 112 px, whose kernels keep the GPU busy most of the run."""
+    pytest.importorskip("onnxruntime")
+    if not H100.is_dir():
+        pytest.skip("no committed H100 bundle")
+    from hase_dagster.learn.bundles import load_bundle
+
+    bundle = load_bundle(H100)
+    small = concat_network(tmp_path / "small_b1.onnx", 4, 4)
+    large = concat_network(tmp_path / "large_b1.onnx", 2, 1024, channels=1024, size=112)
+    for run in bundle.predict([small], [1], ["idle", "level=1.0"]):
+        assert run.gpu_busy_share is not None and run.gpu_busy_share < HOST_BOUND_SHARE
+        assert [w for w in run.warnings if w.startswith("host-bound")], run.warnings
+    (run,) = bundle.predict([large], [1], ["idle"])
+    assert run.gpu_busy_share is not None and run.gpu_busy_share >= HOST_BOUND_SHARE
+    assert not [w for w in run.warnings if w.startswith("host-bound")]
