@@ -10,66 +10,31 @@ power are sampled every 5 ms during each timing, and the host's mean CPU MHz rea
 
     python3 results/cpu-general/idle_spread_study.py FOLDER OUT.json [--passes 3]
 
-Writes OUT.json after every pass (a call cut short keeps the passes done).
+Writes OUT.json after every pass (a call cut short keeps the passes done). The committed
+results/gpu-general/idle-spread/spread.json came from this script's first version (commit 7b7c855), whose own
+NVML sampler also kept each window's lowest SM clock (``sm_mhz_min``); it now samples through hase's
+TelemetrySampler.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import pynvml
-
 from hase_dagster.core.config import OrtOptions, load_config
 from hase_dagster.core.profiles import select_profile
 from hase_dagster.measure.runner import ModelRunner
+from hase_dagster.measure.telemetry import NvmlMetrics, TelemetrySampler
 
-
-class NvmlSampler:
-    """Samples (monotonic ns, SM MHz, GPU util %, power W) of GPU 0 every ``period_s`` in a thread."""
-
-    def __init__(self, period_s: float = 0.005) -> None:
-        pynvml.nvmlInit()
-        self._handle = pynvml.nvmlDeviceGetHandleByIndex(0)
-        self._period_s = period_s
-        self.samples: list[tuple[int, float, float, float]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            h = self._handle
-            sm = pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
-            util = pynvml.nvmlDeviceGetUtilizationRates(h).gpu
-            power = pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0
-            self.samples.append((time.monotonic_ns(), float(sm), float(util), power))
-            time.sleep(self._period_s)
-
-    def window(self, start_ns: int, end_ns: int) -> dict[str, float | None]:
-        """Mean and min SM clock, mean utilisation and power between two monotonic_ns readings."""
-        inside = [s for s in self.samples if start_ns <= s[0] <= end_ns]
-        if not inside:
-            return {"sm_mhz_mean": None, "sm_mhz_min": None, "util_mean": None, "power_w_mean": None}
-        n = len(inside)
-        return {
-            "sm_mhz_mean": sum(s[1] for s in inside) / n,
-            "sm_mhz_min": min(s[1] for s in inside),
-            "util_mean": sum(s[2] for s in inside) / n,
-            "power_w_mean": sum(s[3] for s in inside) / n,
-        }
-
-    def __enter__(self) -> NvmlSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        pynvml.nvmlShutdown()
+# NVML fields read every 5 ms, and the names they get in OUT.json (window means).
+FIELDS = {
+    "DCGM_FI_DEV_SM_CLOCK": "sm_mhz_mean",
+    "DCGM_FI_DEV_GPU_UTIL": "util_mean",
+    "DCGM_FI_DEV_POWER_USAGE": "power_w_mean",
+}
 
 
 def cpu_mhz() -> float | None:
@@ -93,7 +58,7 @@ def main() -> int:
     kept: dict[str, ModelRunner] = {}
     records: list[dict[str, Any]] = []
     modes = ["fresh", "kept", "heuristic"]
-    with NvmlSampler() as nvml:
+    with TelemetrySampler(NvmlMetrics(FIELDS), interval_s=0.005) as nvml:
         for number in range(1, args.passes + 1):
             order = modes[number % 3 :] + modes[: number % 3]
             for path in paths:
@@ -108,9 +73,8 @@ def main() -> int:
                         runner = ModelRunner(path, "cuda", options, level="all", clock=timing.clock)
                     session_s = time.monotonic() - made
                     mhz = cpu_mhz()
-                    start = time.monotonic_ns()
                     result = runner.time(timing).to_dict()
-                    window = nvml.window(start, time.monotonic_ns())
+                    window = {FIELDS[k]: v for k, v in nvml.window_mean(result["start_ns"], result["end_ns"]).items()}
                     del runner  # a fresh session's memory goes before the next one is made
                     keep = ("mean_ms", "median_ms", "p90_ms", "min_ms", "n")
                     records.append(
