@@ -1,0 +1,81 @@
+"""Which host state is a host-bound run in, second by second, and does the core it runs on decide it? (issue 11)
+
+The idle spread study (results/gpu-general/README.md, "Stride-2 wide groups, and what moves an idle batch-1
+timing") found batch-1 timings in two states about 1.47x apart, switching within seconds, with the GPU at its top
+clock. This probe runs one file back to back for ``--seconds`` in one session and writes, per run: when it ended,
+its time, and the core the timing thread was on when it ended; per second: the host's steal and busy share
+(/proc/stat). With ``--pin CORE`` the thread stays on one core. If the slow runs are those on some cores, or come
+with steal, the state is the host's placement or its neighbours; if they switch on one pinned core with no steal,
+it is the core's clock (turbo), which the guest cannot read.
+
+    python3 results/cpu-general/host_state_probe.py FILE.onnx OUT.json [--seconds 60] [--pin 3] [--ep cuda]
+
+Writes OUT.json at the end (``runs``: [end_s, ms, cpu], ``seconds``: [t_s, steal_share, busy_share]).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+from hase_dagster.core.config import OrtOptions
+from hase_dagster.measure.runner import ModelRunner
+
+
+def current_cpu() -> int:
+    """The core this thread last ran on (field 39 of /proc/thread-self/stat)."""
+    text = Path("/proc/thread-self/stat").read_text()
+    return int(text[text.rindex(")") + 2 :].split()[36])
+
+
+def cpu_times() -> tuple[int, int, int]:
+    """(total, busy, steal) jiffies of the whole host from /proc/stat's first line."""
+    user, nice, system, idle, iowait, irq, softirq, steal = (
+        int(v) for v in Path("/proc/stat").read_text().split()[1:9]
+    )
+    total = user + nice + system + idle + iowait + irq + softirq + steal
+    return total, total - idle - iowait - steal, steal
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", type=Path)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--pin", type=int, default=None, help="keep the timing thread on this core")
+    parser.add_argument("--ep", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--warmup-seconds", type=float, default=1.0)
+    args = parser.parse_args()
+    if args.pin is not None:
+        os.sched_setaffinity(0, {args.pin})
+    runner = ModelRunner(args.model, args.ep, OrtOptions(), level="all")
+    warm_until = time.perf_counter() + args.warmup_seconds
+    while time.perf_counter() < warm_until:
+        runner.sample()
+    runs: list[tuple[float, float, int]] = []
+    seconds: list[tuple[float, float, float]] = []
+    start = time.perf_counter()
+    last_second, last_times = start, cpu_times()
+    while time.perf_counter() - start < args.seconds:
+        ms = runner.sample()
+        now = time.perf_counter()
+        runs.append((round(now - start, 6), round(ms, 6), current_cpu()))
+        if now - last_second >= 1.0:
+            times = cpu_times()
+            total = max(1, times[0] - last_times[0])
+            seconds.append(
+                (round(now - start, 3), (times[2] - last_times[2]) / total, (times[1] - last_times[1]) / total)
+            )
+            last_second, last_times = now, times
+    args.out.write_text(
+        json.dumps({"model": args.model.name, "ep": args.ep, "pin": args.pin, "runs": runs, "seconds": seconds}) + "\n"
+    )
+    print(f"{len(runs)} runs in {args.seconds:.0f} s on cores {sorted({r[2] for r in runs})}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
