@@ -43,7 +43,7 @@
 #   MODELS="vit_l_16 efficientnet_v2_l regnet_y_32gf wide_resnet101_2 vgg13 efficientnet_b7" BUDGET_S=330 bash
 #   results/cpu-general/gpu_run.sh
 #   set M on the H100 (fixed 2026-11-25 10:58-11:06 UTC, before the stride-2 wide-group bundle was chosen, to judge it
-#   blind; predicted by it and the bundle before it at 11:17 UTC, before any timing; none of the four
+#   and the shipped one blind; predicted by both at 11:17 UTC, before any timing; none of the four
 #   torchvision models is in any profile or earlier set): WORK=/tmp/setM-gpu SEEDS=848-859 BATCHES=1,4,16,64
 #   MODELS="regnet_x_32gf swin_v2_s vgg11 vgg19_bn" BUDGET_S=250 bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
