@@ -85,6 +85,8 @@ HIGHRES_RESOLUTIONS = (112, 224)
 # A 224 px map of 64 channels (VGG's first block) is 3.2 M elements a sample: past MAX_ACTIVATION_ELEMENTS,
 # and still 1.6 GB at batch 128.
 HIGHRES_MAX_ACTIVATION_ELEMENTS = 6.5e6
+# The spaces held to HIGHRES_MAX_ACTIVATION_ELEMENTS rather than MAX_ACTIVATION_ELEMENTS.
+HIGHRES_CAP_SPACES = frozenset({"highres", "wide_grouped_strided"})
 
 
 @dataclass(frozen=True)
@@ -235,19 +237,23 @@ def _draw_grouped(rng: np.random.Generator, seed: int) -> ProbeSpec:
     return _grouped_conv(rng, seed, resolution, groups, group_width, [3, 3, 3, 1, 5])
 
 
+def _wide_groups(rng: np.random.Generator, stage_widths: dict[int, tuple[int, int]]) -> tuple[int, int, int]:
+    """(resolution, groups, channels a group) of few wide groups: a map size of ``stage_widths``, a group width in
+    WIDE_GROUP_WIDTH_RANGE and as many groups as make about a stage's width there, drawn in that order."""
+    resolution = int(rng.choice(list(stage_widths)))
+    group_width = _log_width(rng, *WIDE_GROUP_WIDTH_RANGE)
+    return resolution, max(2, round(_log_width(rng, *stage_widths[resolution]) / group_width)), group_width
+
+
 def _draw_wide_grouped(rng: np.random.Generator, seed: int) -> ProbeSpec:
     """Grouped 3x3 (sometimes 1x1) convolutions of few wide groups, at the 7-56 px maps of RegNet's stages."""
-    resolution = int(rng.choice(list(WIDE_GROUP_STAGE_WIDTHS)))
-    group_width = _log_width(rng, *WIDE_GROUP_WIDTH_RANGE)
-    groups = max(2, round(_log_width(rng, *WIDE_GROUP_STAGE_WIDTHS[resolution]) / group_width))
+    resolution, groups, group_width = _wide_groups(rng, WIDE_GROUP_STAGE_WIDTHS)
     return _grouped_conv(rng, seed, resolution, groups, group_width, [3, 3, 3, 1])
 
 
 def _draw_wide_grouped_strided(rng: np.random.Generator, seed: int) -> ProbeSpec:
     """Stride-2 grouped 3x3 convolutions of few wide groups: the first block of a RegNet stage, at 14-112 px in."""
-    resolution = int(rng.choice(list(WIDE_GROUP_STRIDED_RESOLUTIONS)))
-    group_width = _log_width(rng, *WIDE_GROUP_WIDTH_RANGE)
-    groups = max(2, round(_log_width(rng, *WIDE_GROUP_STRIDED_RESOLUTIONS[resolution]) / group_width))
+    resolution, groups, group_width = _wide_groups(rng, WIDE_GROUP_STRIDED_RESOLUTIONS)
     width = groups * group_width
     return ProbeSpec(
         seed, "conv", resolution, width, width, 3, 2, groups,
@@ -347,9 +353,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "depthwise": _draw_depthwise, "movement": _draw_movement,
         "highres": _draw_highres, "windows": _draw_windows,
     }.get(space)  # fmt: skip
-    largest = (
-        HIGHRES_MAX_ACTIVATION_ELEMENTS if space in ("highres", "wide_grouped_strided") else MAX_ACTIVATION_ELEMENTS
-    )
+    largest = HIGHRES_MAX_ACTIVATION_ELEMENTS if space in HIGHRES_CAP_SPACES else MAX_ACTIVATION_ELEMENTS
     if draw_once is None:
         raise ValueError(f"probe space {space!r} is not one of {', '.join(PROBE_SPACES)}")
     rng = np.random.default_rng(seed)

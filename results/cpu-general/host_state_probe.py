@@ -4,9 +4,9 @@ The idle spread study (results/gpu-general/README.md, "Stride-2 wide groups, and
 timing") found batch-1 timings in two states about 1.47x apart, switching within seconds, with the GPU at its top
 clock. This probe runs one file back to back for ``--seconds`` in one session and writes, per run: when it ended,
 its time, and the core the timing thread was on when it ended; per second: the host's steal and busy share
-(/proc/stat). With ``--pin CORE`` the thread stays on one core. If the slow runs are those on some cores, or come
-with steal, the state is the host's placement or its neighbours; if they switch on one pinned core with no steal,
-it is the core's clock (turbo), which the guest cannot read.
+(psutil's CPU times). With ``--pin CORE`` the thread stays on one core. If the slow runs are those on some cores,
+or come with steal, the state is the host's placement or its neighbours; if they switch on one pinned core with no
+steal, it is the core's clock (turbo), which the guest cannot read.
 
     python3 results/cpu-general/host_state_probe.py FILE.onnx OUT.json [--seconds 60] [--pin 3] [--ep cuda]
 
@@ -20,24 +20,21 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from hase_dagster.core.config import OrtOptions
 from hase_dagster.measure.runner import ModelRunner
 
 
-def current_cpu() -> int:
-    """The core this thread last ran on (field 39 of /proc/thread-self/stat)."""
-    text = Path("/proc/thread-self/stat").read_text()
-    return int(text[text.rindex(")") + 2 :].split()[36])
-
-
-def cpu_times() -> tuple[int, int, int]:
-    """(total, busy, steal) jiffies of the whole host from /proc/stat's first line."""
-    user, nice, system, idle, iowait, irq, softirq, steal = (
-        int(v) for v in Path("/proc/stat").read_text().split()[1:9]
-    )
-    total = user + nice + system + idle + iowait + irq + softirq + steal
-    return total, total - idle - iowait - steal, steal
+def cpu_shares(before: Any, after: Any) -> tuple[float, float]:
+    """The host's (steal, busy) shares of all CPU time between two ``psutil.cpu_times()`` readings."""
+    spent = {field: getattr(after, field) - getattr(before, field) for field in after._fields}
+    total = max(sum(spent.values()) - spent.get("guest", 0.0) - spent.get("guest_nice", 0.0), 1e-9)
+    idle = spent["idle"] + spent.get("iowait", 0.0)
+    steal = spent.get("steal", 0.0)
+    return steal / total, (total - idle - steal) / total
 
 
 def main() -> int:
@@ -58,17 +55,15 @@ def main() -> int:
     runs: list[tuple[float, float, int]] = []
     seconds: list[tuple[float, float, float]] = []
     start = time.perf_counter()
-    last_second, last_times = start, cpu_times()
+    this_process = psutil.Process()
+    last_second, last_times = start, psutil.cpu_times()
     while time.perf_counter() - start < args.seconds:
         ms = runner.sample()
         now = time.perf_counter()
-        runs.append((round(now - start, 6), round(ms, 6), current_cpu()))
+        runs.append((round(now - start, 6), round(ms, 6), this_process.cpu_num()))
         if now - last_second >= 1.0:
-            times = cpu_times()
-            total = max(1, times[0] - last_times[0])
-            seconds.append(
-                (round(now - start, 3), (times[2] - last_times[2]) / total, (times[1] - last_times[1]) / total)
-            )
+            times = psutil.cpu_times()
+            seconds.append((round(now - start, 3), *cpu_shares(last_times, times)))
             last_second, last_times = now, times
     args.out.write_text(
         json.dumps({"model": args.model.name, "ep": args.ep, "pin": args.pin, "runs": runs, "seconds": seconds}) + "\n"

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from hase_dagster.core.config import OrtOptions, load_config
 from hase_dagster.core.profiles import select_profile
 from hase_dagster.measure.runner import ModelRunner
@@ -35,12 +37,6 @@ FIELDS = {
     "DCGM_FI_DEV_GPU_UTIL": "util_mean",
     "DCGM_FI_DEV_POWER_USAGE": "power_w_mean",
 }
-
-
-def cpu_mhz() -> float | None:
-    """The mean 'cpu MHz' over the host's cores (None where /proc/cpuinfo has none)."""
-    values = [float(line.split(":")[1]) for line in Path("/proc/cpuinfo").read_text().splitlines() if "cpu MHz" in line]
-    return sum(values) / len(values) if values else None
 
 
 def main() -> int:
@@ -72,7 +68,8 @@ def main() -> int:
                         options = heuristic if mode == "heuristic" else exhaustive
                         runner = ModelRunner(path, "cuda", options, level="all", clock=timing.clock)
                     session_s = time.monotonic() - made
-                    mhz = cpu_mhz()
+                    frequency = psutil.cpu_freq()  # the mean over cores; None where the guest has none
+                    mhz = frequency.current if frequency is not None else None
                     result = runner.time(timing).to_dict()
                     window = {FIELDS[k]: v for k, v in nvml.window_mean(result["start_ns"], result["end_ns"]).items()}
                     del runner  # a fresh session's memory goes before the next one is made
