@@ -193,6 +193,28 @@ def test_changed_dims_tell_orts_pad_paths_apart() -> None:
     assert pad([8, 49, 32], [8, 64, 32]) == {0: 0, 1: 0, 2: 1, 3: 0}
 
 
+def test_a_computed_shape_operand_gives_the_features_of_a_constant_one() -> None:
+    # Swin V2's window pad as static detection finds it (its pads computed by a Cast) and as ORT's optimised
+    # graph holds it in the tables (folded into an initializer): the same kernel, so the same features
+    def pad(pads_is_weight: bool) -> dict[str, object]:
+        x = {"name": "x", "dtype": "float", "shape": [64, 14, 14, 384], "weight": False}
+        pads = {"name": "pads", "dtype": "int64", "shape": [8], "weight": pads_is_weight}
+        return kernel_features(
+            {"family": "Pad", "op_type": "Pad", "inputs": [x, pads], "outputs": [{"shape": [64, 16, 16, 384]}],
+             "attributes": {"mode": "constant"}, "weight_bytes": 64 if pads_is_weight else 0}
+        )  # fmt: skip
+
+    computed, constant = pad(False), pad(True)
+    assert computed == constant
+    assert computed["n_activation_inputs"] == 1 and computed["in_numel"] == 64 * 14 * 14 * 384
+    # a large integer input is data (indices of a gather), not a parameter
+    gather = {"family": "Gather", "op_type": "Gather", "outputs": [{"shape": [4096, 64]}],
+              "inputs": [{"name": "table", "dtype": "float", "shape": [50000, 64], "weight": True},
+                         {"name": "ids", "dtype": "int64", "shape": [4096], "weight": False}]}  # fmt: skip
+    assert kernel_features(gather)["n_activation_inputs"] == 1
+    assert kernel_features(gather)["in_numel"] == 4096
+
+
 def _pads(bytes_moved: np.ndarray, changed: tuple[int, ...]) -> pd.DataFrame:
     """Feature rows of synthetic pads moving ``bytes_moved`` bytes (half in, half out) on one path."""
     frame = pd.DataFrame(0.0, index=range(len(bytes_moved)), columns=list(NUMERIC_FEATURES))

@@ -53,6 +53,9 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     *(PRECISION_FEATURES := ("elem_bytes", "weight_elem_bytes", "precision_fp16", "precision_int8")),
 )
 CATEGORICAL_FEATURES: tuple[str, ...] = ("family", "op")
+# Integer vectors up to this many elements are a kernel's parameters (pads, shape, axes, starts, repeats),
+# whether an initializer holds them or a constant subgraph computes them: ORT reads them on the host.
+SHAPE_OPERAND_MAX = 16
 
 
 def _loads(value: Any) -> Any:
@@ -65,14 +68,29 @@ def _dims(shape: list[int]) -> list[int]:
     return [1] * (MAX_RANK - len(tail)) + tail
 
 
+def is_shape_operand(tensor: Mapping[str, Any]) -> bool:
+    """Whether ``tensor`` (a catalog-style input) is a small integer vector: a parameter of the kernel,
+    not data it moves (see :data:`SHAPE_OPERAND_MAX`)."""
+    shape = tensor.get("shape") or []
+    return str(tensor.get("dtype", "")) in ("int64", "int32") and len(shape) <= 1 and prod(shape) <= SHAPE_OPERAND_MAX
+
+
 def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
-    """Features of one kernel from catalog-style fields (``inputs``/``inputs_json`` etc.)."""
+    """Features of one kernel from catalog-style fields (``inputs``/``inputs_json`` etc.).
+
+    A shape operand (:func:`is_shape_operand`) counts as a weight whether or not the graph holds it as one:
+    the tables' kernels, read from ORT's optimised graphs, have them folded into initializers, while static
+    detection may find them computed (Swin V2's window pads), and the two must give the same features.
+    """
     inputs = _loads(kernel.get("inputs_json", kernel.get("inputs"))) or []
     outputs = _loads(kernel.get("outputs_json", kernel.get("outputs"))) or []
     attributes = _loads(kernel.get("attributes_json", kernel.get("attributes"))) or {}
     absorbed = _loads(kernel.get("absorbed_ops_json", kernel.get("absorbed_ops"))) or []
-    activations = [t for t in inputs if not t.get("weight")]
-    weights = [t for t in inputs if t.get("weight")]
+    activations = [t for t in inputs if not t.get("weight") and not is_shape_operand(t)]
+    weights = [t for t in inputs if t.get("weight") or is_shape_operand(t)]
+    computed_parameter_bytes = sum(
+        prod(t["shape"]) * element_bytes(str(t["dtype"])) for t in inputs if not t.get("weight") and is_shape_operand(t)
+    )
     first_in = activations[0]["shape"] if activations else []
     first_out = outputs[0]["shape"] if outputs else []
     kernel_shape = list(attributes.get("kernel_shape", [])) if isinstance(attributes.get("kernel_shape"), list) else []
@@ -105,7 +123,7 @@ def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
         "log_flops": log1p(flops),
         "log_input_bytes": log1p(in_bytes),
         "log_output_bytes": log1p(out_bytes),
-        "log_weight_bytes": log1p(float(kernel.get("weight_bytes") or 0)),
+        "log_weight_bytes": log1p(float(kernel.get("weight_bytes") or 0) + computed_parameter_bytes),
         "log_intensity": log1p(flops / max(in_bytes + out_bytes, 1.0)),
         "n_absorbed": len(absorbed),
         "elem_bytes": element_bytes(str(activations[0].get("dtype", "float"))) if activations else 0,
