@@ -313,7 +313,9 @@ HOST_CLOCK_FIXED: frozenset[str] = frozenset(
 # timings of such runs (batch 1 and 4 of 44 networks) moved by a median 18% between two passes minutes
 # apart, 37% of them within +-10% (results/gpu-general/gpu-time/README.md); on another, batch-1 timings took
 # two values 1.39-1.53x apart, the host's state switching within seconds with the GPU at its top clock
-# (results/gpu-general/README.md, "Stride-2 wide groups, and what moves an idle batch-1 timing").
+# (results/gpu-general/README.md, "Stride-2 wide groups, and what moves an idle batch-1 timing"); the slow
+# state is the CPU core's own speed: a fixed pure-Python loop on the timing thread ran 1.6-1.7x slower exactly
+# then, pinned or not, with no steal (same README, "Set M blind, the two host states read from the guest").
 HOST_BOUND_SHARE = 0.5
 # Host dispatch times tried for the launch-bound term (ms per kernel); 0 switches it off.
 DISPATCH_CANDIDATES_MS = (0.0, 0.002, 0.004, 0.006, 0.008, 0.010, 0.012, 0.016, 0.020, 0.024, 0.032)
@@ -672,8 +674,8 @@ def predict_model_under(
         if busy is not None and busy < HOST_BOUND_SHARE:
             out[-1].warnings.append(
                 f"host-bound: its kernels keep the GPU busy {busy:.0%} of an idle run, the rest is host dispatch; "
-                "such runs' measured times move with the host's state (on H100 hosts, between two values about "
-                "1.5x apart within seconds) and between machines"
+                "such runs' measured times move with the host CPU core's speed (on H100 hosts, between two values "
+                "about 1.5x apart within seconds) and between machines"
             )
         out[-1].predicted_peak_memory_mb, out[-1].peak_memory = memory.total_mb, memory.to_dict()
     return out
