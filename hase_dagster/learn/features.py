@@ -86,11 +86,16 @@ def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
     outputs = _loads(kernel.get("outputs_json", kernel.get("outputs"))) or []
     attributes = _loads(kernel.get("attributes_json", kernel.get("attributes"))) or {}
     absorbed = _loads(kernel.get("absorbed_ops_json", kernel.get("absorbed_ops"))) or []
-    activations = [t for t in inputs if not t.get("weight") and not is_shape_operand(t)]
-    weights = [t for t in inputs if t.get("weight") or is_shape_operand(t)]
-    computed_parameter_bytes = sum(
-        prod(t["shape"]) * element_bytes(str(t["dtype"])) for t in inputs if not t.get("weight") and is_shape_operand(t)
-    )
+    # one pass, inputs in their order: a computed shape operand joins the weights and adds its bytes to theirs
+    activations, weights, computed_parameter_bytes = [], [], 0
+    for t in inputs:
+        if t.get("weight"):
+            weights.append(t)
+        elif is_shape_operand(t):
+            weights.append(t)
+            computed_parameter_bytes += prod(t["shape"]) * element_bytes(str(t["dtype"]))
+        else:
+            activations.append(t)
     first_in = activations[0]["shape"] if activations else []
     first_out = outputs[0]["shape"] if outputs else []
     kernel_shape = list(attributes.get("kernel_shape", [])) if isinstance(attributes.get("kernel_shape"), list) else []

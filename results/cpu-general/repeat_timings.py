@@ -10,12 +10,11 @@ and against their geometric mean. Prints markdown by batch size and stress level
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from score_gpu import measured, predicted
+from score_gpu import measured, predicted, timed
 
 
 def agreement(estimate: pd.Series, truth: pd.Series) -> tuple[float, float]:
@@ -37,9 +36,7 @@ def main() -> int:
     parser.add_argument("predictions", type=Path, help="folder of predictions_b*.json")
     args = parser.parse_args()
     first = measured([args.first])
-    second_rows = [r for p in sorted(args.second.glob("level-*.json")) for r in json.loads(p.read_text())]
-    second = pd.DataFrame(second_rows)
-    second = second[second.status == "ok"][["model", "stress_level", "mean_ms"]]
+    second = timed([args.second])[["model", "stress_level", "mean_ms"]]
     frame = first.merge(second, on=["model", "stress_level"], suffixes=("", "_again"))
     frame = frame.merge(predicted(args.predictions), on=["model", "stress_level"])
     if frame.empty:

@@ -15,15 +15,18 @@ from pathlib import Path
 import pandas as pd
 
 
-def measured(folders: list[Path]) -> pd.DataFrame:
+def timed(timings_dirs: list[Path]) -> pd.DataFrame:
+    """The files timed ok in time_files.py's ``level-*.json`` of each folder."""
     rows = [
-        r
-        for folder in folders
-        for p in sorted((folder / "timings").glob("level-*.json"))
-        for r in json.loads(p.read_text())
+        r for folder in timings_dirs for p in sorted(folder.glob("level-*.json")) for r in json.loads(p.read_text())
     ]
     frame = pd.DataFrame(rows)
     return frame[frame.status == "ok"][["model", "batch_size", "stress_level", "mean_ms", "p90_ms"]]
+
+
+def measured(folders: list[Path]) -> pd.DataFrame:
+    """:func:`timed` of the ``timings/`` of each gpu_run.sh work folder."""
+    return timed([folder / "timings" for folder in folders])
 
 
 def predicted(folder: Path) -> pd.DataFrame:
