@@ -71,7 +71,7 @@ def test_cuda_without_gpu_is_a_clear_error(resnet18_onnx: Path, capsys: pytest.C
 
 
 def test_unknown_torchvision_model_and_zero_batch() -> None:
-    with pytest.raises(UnknownModelError, match="no classification model named 'resnet_nope'"):
+    with pytest.raises(UnknownModelError, match="no classification or segmentation model named 'resnet_nope'"):
         build_torch_model(ZooModel(name="resnet_nope"))
     with pytest.raises(HaseError, match="positive integer"):
         variants(load_config().profiles["cpu"], 0)
@@ -84,3 +84,13 @@ def test_variant_ids_are_distinct_per_size_and_batch() -> None:
     ids = [v.variant_id for v in variants(profile, 16)]
     assert len(ids) == len(set(ids)) == 5 * 3 + 2  # 5 CNNs (2 held out) x 3 sizes, encoder x 2 lengths
     assert ModelVariant(ZooModel(name="resnet18"), 224, 16).variant_id == "resnet18_i224_b16"
+
+
+def test_a_torchvision_segmentation_model_is_a_zoo_model_returning_its_logits() -> None:
+    import torch
+
+    segmenter = build_torch_model(ZooModel(name="lraspp_mobilenet_v3_large"))
+    with torch.no_grad():
+        logits = segmenter(torch.randn(1, 3, 64, 64))
+    # one tensor (not torchvision's dict), a score per class and pixel at the input's size
+    assert isinstance(logits, torch.Tensor) and logits.shape == (1, 21, 64, 64)

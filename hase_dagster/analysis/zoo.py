@@ -106,13 +106,33 @@ def build_torch_model(model: ZooModel):  # -> torch.nn.Module (torch imported la
         from hase_dagster.analysis.design_space import build_probe_network
 
         return build_probe_network(model.seed, space=model.probe_space)
-    available = set(torchvision.models.list_models(module=torchvision.models))
-    if model.name not in available:
+    classifiers = set(torchvision.models.list_models(module=torchvision.models))
+    segmenters = set(torchvision.models.list_models(module=torchvision.models.segmentation))
+    if model.name in segmenters:
+        # weights_backbone=None: the default would download ImageNet weights for the backbone.
+        segmenter = torchvision.models.get_model(model.name, weights=None, weights_backbone=None).eval()
+        return _segmentation_logits(segmenter)
+    if model.name not in classifiers:
         raise UnknownModelError(
-            f"torchvision has no classification model named {model.name!r} "
-            f"(examples: {', '.join(sorted(available)[:8])}, ...)"
+            f"torchvision has no classification or segmentation model named {model.name!r} "
+            f"(examples: {', '.join(sorted(classifiers)[:6] + sorted(segmenters)[:2])}, ...)"
         )
     return torchvision.models.get_model(model.name, weights=None).eval()
+
+
+def _segmentation_logits(segmenter):  # -> torch.nn.Module
+    """Wrap a torchvision segmentation model so it returns its ``out`` logits alone (it returns a dict)."""
+    import torch
+
+    class SegmentationLogits(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, images: torch.Tensor) -> torch.Tensor:
+            return self.inner(images)["out"]
+
+    return SegmentationLogits(segmenter).eval()
 
 
 def export_variant(

@@ -232,8 +232,10 @@ class HaseConfig(_Strict):
     stress_levels: list[Annotated[float, Field(ge=0, le=1)]] = Field(default=[0.0, 0.5, 1.0], min_length=1)
     # Where the current load is read at prediction time (the exporter's metrics, scraped by Prometheus).
     prometheus_url: str = Field(default="http://127.0.0.1:9090", pattern=r"^https?://")
-    # latency_regressor's blocking asset check: the held-out-rows MAPE (median latency) must not exceed it.
-    max_held_out_rows_mape_pct: Annotated[float, Field(gt=0)] = 15.0
+    # latency_regressor's blocking asset check: the held-out-rows MAPE (median latency) must not exceed it. It stops a
+    # broken regressor (the FLOPs baseline reads 32-35% on the default profile), not run-to-run spread: the same CPU
+    # code read 5.6-16.4% across fresh-clone runs on a 2-core VM, rows with settled labels as much as the rest.
+    max_held_out_rows_mape_pct: Annotated[float, Field(gt=0)] = 20.0
     profiles: dict[str, Profile] = Field(min_length=1)
 
     @model_validator(mode="after")

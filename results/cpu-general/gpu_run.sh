@@ -46,6 +46,12 @@
 #   and the shipped one blind; predicted by both at 11:17 UTC, before any timing; none of the four
 #   torchvision models is in any profile or earlier set): WORK=/tmp/setM-gpu SEEDS=848-859 BATCHES=1,4,16,64
 #   MODELS="regnet_x_32gf swin_v2_s vgg11 vgg19_bn" BUDGET_S=250 bash results/cpu-general/gpu_run.sh
+#   set N on the H100 (fixed 2026-11-25 16:42 UTC, after the highres probes were measured and before any bundle with
+#   them was scored, to judge them blind; every torchvision classifier is in a profile or an earlier set, so its four
+#   are segmentation networks, none in any profile or set; batch 16/64 only, the first check's, to fit the session's
+#   last device minutes): WORK=/tmp/setN-gpu SEEDS=860-871 BATCHES=16,64
+#   MODELS="lraspp_mobilenet_v3_large deeplabv3_mobilenet_v3_large fcn_resnet50 deeplabv3_resnet50" BUDGET_S=250
+#   bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
