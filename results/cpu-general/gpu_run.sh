@@ -52,6 +52,9 @@
 #   last device minutes): WORK=/tmp/setN-gpu SEEDS=860-871 BATCHES=16,64
 #   MODELS="lraspp_mobilenet_v3_large deeplabv3_mobilenet_v3_large fcn_resnet50 deeplabv3_resnet50" BUDGET_S=250
 #   bash results/cpu-general/gpu_run.sh
+#   set N at batch 1/4 (the same networks, predicted by both bundles at 17:17 UTC, after set N's batch 16/64 verdict,
+#   before these were timed): WORK=/tmp/setN14-gpu SEEDS=860-871 BATCHES=1,4 MODELS="lraspp_mobilenet_v3_large
+#   deeplabv3_mobilenet_v3_large fcn_resnet50 deeplabv3_resnet50" BUDGET_S=300 bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
