@@ -133,7 +133,7 @@ def test_graph_factors_command_fits_the_committed_bundle_on_real_files(tmp_path:
     command = [sys.executable, "-m", "hase_dagster.orchestration.cli", "predictor", "graph-factors"]
     done = subprocess.run(
         [*command, "--predictor", str(H100), "--cupti", str(cupti), "--files", str(files), "--out", str(out)]
-        + ["--ridge", "0.01"],  # six small networks: the default pull toward 1 would outweigh them
+        + ["--ridge", "0.001"],  # six small networks: a stronger pull toward 1 would outweigh them
         capture_output=True,
         text=True,
         cwd=ROOT,
