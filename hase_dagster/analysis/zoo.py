@@ -110,7 +110,7 @@ def build_torch_model(model: ZooModel):  # -> torch.nn.Module (torch imported la
     segmenters = set(torchvision.models.list_models(module=torchvision.models.segmentation))
     if model.name in segmenters:
         # weights_backbone=None: the default would download ImageNet weights for the backbone.
-        segmenter = torchvision.models.get_model(model.name, weights=None, weights_backbone=None).eval()
+        segmenter = torchvision.models.get_model(model.name, weights=None, weights_backbone=None)
         return _segmentation_logits(segmenter)
     if model.name not in classifiers:
         raise UnknownModelError(

@@ -194,10 +194,11 @@ def _train(
 def _scores(
     regressor: LatencyRegressor, frame: pd.DataFrame, rows: pd.DataFrame, target: str = PRIMARY_TARGET
 ) -> dict[str, Any]:
-    return _scores_of(regressor.predict(frame)[target], rows, target)
+    return row_scores(regressor.predict(frame)[target], rows, target)
 
 
-def _scores_of(mean: np.ndarray, rows: pd.DataFrame, target: str = PRIMARY_TARGET) -> dict[str, Any]:
+def row_scores(mean: np.ndarray, rows: pd.DataFrame, target: str = PRIMARY_TARGET) -> dict[str, Any]:
+    """MAPE and share within +-10% of ``mean`` against the rows' ``target``: overall, per family, per stress level."""
     measured = rows[target].to_numpy()
     per_family = {
         family: round(
@@ -221,6 +222,33 @@ def _scores_of(mean: np.ndarray, rows: pd.DataFrame, target: str = PRIMARY_TARGE
         "per_family": per_family,
         "per_stress_level": per_level,
     }
+
+
+def held_out_row_predictions(
+    kind: str, frame: pd.DataFrame, rows: pd.DataFrame, ep: str, load_fields: list[str], folds: int = 5, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Every row predicted once by a ``kind`` regressor fitted on the other folds (k-fold, folds drawn from ``seed``).
+
+    Args:
+        kind: the estimator kind (``KINDS``).
+        frame: the rows' features (``feature_frame``).
+        rows: the training rows, ``ok`` status, index 0..n-1.
+        ep: their execution provider.
+        load_fields: the load fields the features carry.
+        folds: how many folds.
+        seed: the fold assignment's seed.
+
+    Returns:
+        Each target's held-out prediction, in the rows' order.
+    """
+    fold_of = np.random.default_rng(seed).integers(0, folds, len(rows))
+    held_out = {t: np.zeros(len(rows)) for t in TARGETS}
+    for fold in range(folds):
+        test = fold_of == fold
+        predicted = _train(kind, frame[~test], rows[~test], ep, load_fields).predict(frame[test])
+        for target in TARGETS:
+            held_out[target][test] = predicted[target]
+    return held_out
 
 
 def train_regressor(
@@ -247,18 +275,12 @@ def train_regressor(
         fitted.metrics = {"best": kind, "primary_target": PRIMARY_TARGET, "training_rows": len(rows)}
         fitted.versions = library_versions()
         return fitted
-    fold_of = np.random.default_rng(seed).integers(0, folds, len(rows))
     comparisons: dict[str, Any] = {}
     for kind in KINDS:
-        held_out = {t: np.zeros(len(rows)) for t in TARGETS}
-        for fold in range(folds):
-            test = fold_of == fold
-            predicted = _train(kind, frame[~test], rows[~test], ep, load_fields).predict(frame[test])
-            for target in TARGETS:
-                held_out[target][test] = predicted[target]
+        held_out = held_out_row_predictions(kind, frame, rows, ep, load_fields, folds, seed)
         comparisons[kind] = {
-            "held_out_rows": _scores_of(held_out[PRIMARY_TARGET], rows),
-            "held_out_rows_by_target": {t: _scores_of(held_out[t], rows, t)["mape"] for t in TARGETS},
+            "held_out_rows": row_scores(held_out[PRIMARY_TARGET], rows),
+            "held_out_rows_by_target": {t: row_scores(held_out[t], rows, t)["mape"] for t in TARGETS},
             "held_out_architectures": _held_out_architectures(kind, frame, rows, ep, load_fields),
         }
     best = min(KINDS, key=lambda k: _generalization_mape(comparisons[k]))

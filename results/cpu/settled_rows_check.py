@@ -13,16 +13,22 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from hase_dagster.learn.estimators import KINDS
 from hase_dagster.learn.features import feature_frame
-from hase_dagster.learn.regressor import PRIMARY_TARGET, _train, load_fields_for, training_rows
+from hase_dagster.learn.regressor import (
+    PRIMARY_TARGET,
+    held_out_row_predictions,
+    load_fields_for,
+    training_rows,
+)
 from warehouse.store import Warehouse
 
 SETTLED_REL_CI = 0.10
 
 
-def mape_by_level(predicted: np.ndarray, rows, mask: np.ndarray) -> str:
+def mape_by_level(predicted: np.ndarray, rows: pd.DataFrame, mask: np.ndarray) -> str:
     """MAPE of the masked rows, overall and by stress level, as one table cell."""
     error = np.abs(predicted[mask] / rows[PRIMARY_TARGET].to_numpy()[mask] - 1) * 100
     levels = rows["stress_level"].to_numpy()[mask]
@@ -39,21 +45,15 @@ def main() -> int:
         copy = Path(scratch) / "hase.duckdb"
         shutil.copy(args.duckdb, copy)
         rows = training_rows(Warehouse(copy), args.ep)
-    rows = rows[rows["status"] == "ok"].reset_index(drop=True)
     load_fields = load_fields_for(args.ep, rows)
     frame = feature_frame(rows, rows, load_fields)
-    fold_of = np.random.default_rng(0).integers(0, 5, len(rows))  # train_regressor's folds
     settled = (rows["rel_ci"] <= SETTLED_REL_CI).to_numpy()
     every = np.ones(len(rows), dtype=bool)
     print(f"{args.duckdb}: {len(rows)} rows, {settled.sum()} with rel_ci <= {SETTLED_REL_CI}")
     print("| kind | all held-out rows: MAPE % (rows; by stress level) | rows with settled labels |")
     print("| --- | --- | --- |")
-    for kind in KINDS:
-        held_out = np.zeros(len(rows))
-        for fold in range(5):
-            test = fold_of == fold
-            model = _train(kind, frame[~test], rows[~test], args.ep, load_fields)
-            held_out[test] = model.predict(frame[test])[PRIMARY_TARGET]
+    for kind in KINDS:  # train_regressor's folds
+        held_out = held_out_row_predictions(kind, frame, rows, args.ep, load_fields)[PRIMARY_TARGET]
         print(f"| {kind} | {mape_by_level(held_out, rows, every)} | {mape_by_level(held_out, rows, settled)} |")
     return 0
 
