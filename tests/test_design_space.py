@@ -15,6 +15,7 @@ from pydantic import ValidationError
 
 from hase_dagster.analysis.design_space import (
     CELL_TYPES,
+    DILATIONS,
     GROUP_WIDTHS,
     HIGHRES_MAX_ACTIVATION_ELEMENTS,
     MAX_ACTIVATION_ELEMENTS,
@@ -315,3 +316,51 @@ def test_the_windows_space_keeps_swins_pad_channels_last_through_orts_optimizer(
     made_by = {out: node.op_type for node in graph.node for out in node.output}
     pads = [node for node in graph.node if node.op_type == "Pad"]
     assert pads and all(made_by.get(node.input[0]) == "LayerNormalization" for node in pads)
+
+
+# The ONNX operator each operators-space cell (and variant) is for: what no other space exports.
+OPERATOR_OPS = {
+    ("upsample", "transpose"): "ConvTranspose",
+    ("upsample", "nearest"): "Resize",
+    ("upsample", "bilinear"): "Resize",
+    ("upsample", "pixel_shuffle"): "DepthToSpace",
+    ("norm", "group"): "InstanceNormalization",  # torch writes GroupNorm as a reshaped instance norm
+    ("norm", "instance"): "InstanceNormalization",
+    ("recurrent", "lstm"): "LSTM",
+    ("recurrent", "gru"): "GRU",
+    ("pad", "reflect"): "Pad",
+    ("pad", "replicate"): "Pad",
+    ("reduce", "spatial"): "ReduceMax",
+    ("reduce", "channel"): "ReduceMax",
+}
+
+
+def test_the_operators_space_draws_every_cell_and_variant_within_the_caps() -> None:
+    probes = [draw_probe(seed, "operators") for seed in range(400)]
+    drawn = {(p.cell, p.mode) for p in probes}
+    assert set(OPERATOR_OPS) | {("dilated", ""), ("conv1d", ""), ("conv3d", "")} == drawn
+    assert all(p.cell_macs() <= MAX_CELL_MACS and p.widest_activation() <= MAX_ACTIVATION_ELEMENTS for p in probes)
+    assert {p.dilation for p in probes if p.cell == "dilated"} == set(DILATIONS)
+    assert draw_probe(9900, "operators") == draw_probe(9900, "operators") != draw_probe(9900)
+
+
+@pytest.mark.parametrize(("cell", "mode"), sorted({*OPERATOR_OPS, ("dilated", ""), ("conv1d", ""), ("conv3d", "")}))
+def test_an_operators_probe_exports_the_operator_it_is_for_and_runs_in_ort(
+    cell: str, mode: str, tmp_path: Path
+) -> None:
+    seed = next(s for s in range(400) if (p := draw_probe(s, "operators")).cell == cell and p.mode == mode)
+    model = ZooModel(name="o", kind="design_probe", seed=seed, probe_space="operators")
+    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (2, 1000) and np.isfinite(output).all()
+    nodes = onnx.load(exported.path).graph.node
+    convs = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute} for n in nodes if n.op_type == "Conv"]
+    if cell in ("dilated", "conv1d", "conv3d"):
+        rank = {"dilated": 2, "conv1d": 1, "conv3d": 3}[cell]
+        # the convolution of its kind: 1-D or 3-D kernels, or a 3x3 one with the drawn dilation
+        assert any(len(c["kernel_shape"]) == rank for c in convs)
+        if cell == "dilated":
+            assert any(c.get("dilations") == [p.dilation, p.dilation] for c in convs)
+    else:
+        assert OPERATOR_OPS[cell, mode] in {n.op_type for n in nodes}

@@ -30,6 +30,14 @@ cyclic shift, the window partition and its reverse (Reshape and Transpose), an o
 head and the crop back. The LayerNorm keeps ORT's layout optimizer from moving the pad back to channels-first,
 where a ``movement`` probe's pad ends up: there ORT runs its NCHW pad (1.3-1.7 TB/s on the H100), while a
 channels-last pad takes ORT's generic ``_PadKernel`` at 53-61 GB/s (and a pad of nothing is a copy at ~2.9 TB/s).
+``operators`` draws the operators that decoders, generators, audio, video, recurrent and style networks run and no
+earlier space makes: transposed convolutions, nearest and bilinear resizes and pixel shuffles (each upsampling
+2x), group and instance normalisation, dilated convolutions (DeepLab's atrous rates), 1-D convolutions over a
+sequence, 3-D convolutions over frames, LSTM and GRU layers over tokens, reflection and replication pads, and
+CBAM's channel-wise mean and max; with the activations those networks use (LeakyReLU, PReLU, ELU, Tanh, Softplus,
+Mish, Hardtanh). A model made of them was predicted from trees that had never seen the operator (static
+detection names such kernels ``fallback``): a 3-D ResNet's convolutions read as 2-D ones, a transposed one as
+whatever its bytes resembled.
 
 Probes are training samples, not architectures a user runs: their family (``design_space``) is
 always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
@@ -85,6 +93,13 @@ HIGHRES_RESOLUTIONS = (112, 224)
 # A 224 px map of 64 channels (VGG's first block) is 3.2 M elements a sample: past MAX_ACTIVATION_ELEMENTS,
 # and still 1.6 GB at batch 128.
 HIGHRES_MAX_ACTIVATION_ELEMENTS = 6.5e6
+# The operators space: its cells, how often each is drawn, and the activations it draws.
+OPERATOR_CELLS = ("upsample", "norm", "dilated", "conv1d", "conv3d", "recurrent", "pad", "reduce")
+OPERATOR_CELL_WEIGHTS = (0.22, 0.12, 0.1, 0.12, 0.12, 0.1, 0.1, 0.12)
+OPERATOR_ACTIVATIONS = ("relu", "leaky_relu", "prelu", "elu", "tanh", "softplus", "mish", "hardtanh", "silu", "gelu")
+UPSAMPLE_MODES = ("transpose", "nearest", "bilinear", "pixel_shuffle")
+# DeepLab's atrous rates (output stride 8 and 16) and WaveNet-style doublings.
+DILATIONS = (2, 4, 6, 8, 12, 18)
 # The spaces held to HIGHRES_MAX_ACTIVATION_ELEMENTS rather than MAX_ACTIVATION_ELEMENTS.
 HIGHRES_CAP_SPACES = frozenset({"highres", "wide_grouped_strided"})
 
@@ -98,6 +113,10 @@ class ProbeSpec:
     channels-last layout, ``stride`` 2 a 2x2 patch merge into 4x the channels and a 1x1 convolution to
     ``out_width`` (1: the moved tensor is added to the input). A ``windows`` cell: ``kernel`` is the window
     size, ``groups`` the cyclic shift (0: none), ``heads`` the heads of the L2 normalisation (``se``).
+    The ``operators`` space's cells name their variant in ``mode`` (``upsample``: transpose, nearest, bilinear or
+    pixel_shuffle; ``norm``: group or instance; ``recurrent``: lstm or gru; ``pad``: reflect or replicate;
+    ``reduce``: spatial or channel); ``dilation`` is a convolution's dilation, ``groups`` a group norm's groups,
+    ``expand`` a ``conv3d`` cell's frames and ``heads`` a ``recurrent`` cell's layers (``se``: bidirectional).
     """
 
     seed: int
@@ -115,6 +134,8 @@ class ProbeSpec:
     branches: tuple[int, ...] = ()
     heads: int = 1
     depth: int = 1
+    mode: str = ""
+    dilation: int = 1
 
     @property
     def patch(self) -> int:
@@ -141,6 +162,17 @@ class ProbeSpec:
             return 2 * r2 * self.width * self.width * self.expand
         if self.cell == "movement":
             return out_r2 * 4 * self.width * self.out_width if self.stride == 2 else 0.0
+        if self.cell == "upsample":  # the convolution after the 2x upsample (before it: pixel_shuffle's)
+            return 4 * r2 * self.width * self.out_width * self.kernel**2
+        if self.cell in ("norm", "dilated", "pad"):
+            return out_r2 * self.width * self.out_width // self.groups_of_conv * self.kernel**2
+        if self.cell == "conv1d":
+            return out_r2 * self.width * self.out_width * self.kernel
+        if self.cell == "conv3d":
+            return self.expand * out_r2 * self.width * self.out_width * 9 * (3 if self.kernel == 3 else 1)
+        if self.cell == "recurrent":
+            gates = 4 if self.mode == "lstm" else 3
+            return r2 * gates * (self.width + self.out_width) * self.out_width * self.heads * (2 if self.se else 1)
         return out_r2 * self.width * self.out_width
 
     def widest_activation(self) -> float:
@@ -153,7 +185,20 @@ class ProbeSpec:
             largest = max(largest, (self.resolution + self.kernel) ** 2 * self.width)
         if self.cell == "windows":
             largest = max(largest, self.padded_resolution**2 * self.width)
+        if self.cell == "upsample":
+            largest = (
+                4 * self.resolution**2 * max(self.width, self.out_width) * (4 if self.mode == "pixel_shuffle" else 1)
+            )
+        if self.cell == "conv3d":
+            largest = self.expand * self.resolution**2 * max(self.width, self.out_width)
+        if self.cell == "recurrent":
+            largest = self.resolution**2 * max(self.width, self.out_width * (2 if self.se else 1))
         return float(largest)
+
+    @property
+    def groups_of_conv(self) -> int:
+        """The groups of a cell's main convolution (a ``norm`` cell's ``groups`` are its norm's)."""
+        return 1 if self.cell == "norm" else self.groups
 
     @property
     def padded_resolution(self) -> int:
@@ -327,6 +372,67 @@ def _draw_highres(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_operators(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    cell = str(rng.choice(OPERATOR_CELLS, p=OPERATOR_CELL_WEIGHTS))
+    activation = str(rng.choice(OPERATOR_ACTIVATIONS))
+    depth = int(rng.choice([1, 1, 2]))
+    width = _log_width(rng, 16, 512)
+    out_width = width if rng.random() < 0.5 else _log_width(rng, 16, 512)
+    if cell == "upsample":
+        mode = str(rng.choice(UPSAMPLE_MODES))
+        return ProbeSpec(
+            seed, cell, int(rng.choice([7, 14, 28, 56])), width, out_width,
+            kernel=int(rng.choice([2, 3, 4])) if mode == "transpose" else int(rng.choice([1, 3, 3])),
+            activation=activation, mode=mode,
+        )  # fmt: skip
+    if cell == "norm":
+        mode = str(rng.choice(["group", "group", "instance"]))
+        groups = int(rng.choice([g for g in (1, 8, 16, 32) if out_width % g == 0])) if mode == "group" else 1
+        return ProbeSpec(
+            seed, cell, int(rng.choice([14, 28, 56, 112])), width, out_width, int(rng.choice([1, 3, 3])),
+            groups=groups, activation=activation, residual=out_width == width and rng.random() < 0.5,
+            depth=depth, mode=mode,
+        )  # fmt: skip
+    if cell == "dilated":
+        width = _log_width(rng, 64, 1024)
+        depthwise = rng.random() < 0.25
+        return ProbeSpec(
+            seed, cell, int(rng.choice([14, 28, 56])), width, width if depthwise else _log_width(rng, 64, 512),
+            3, groups=width if depthwise else 1, activation=activation, depth=depth,
+            dilation=int(rng.choice(DILATIONS)),
+        )  # fmt: skip
+    if cell == "conv1d":  # the map's h x w as one sequence: 196 to 12,544 steps
+        return ProbeSpec(
+            seed, cell, int(rng.choice([14, 28, 56, 112])), width, out_width,
+            int(rng.choice([1, 3, 3, 5, 7, 9, 11])), stride=2 if rng.random() < 0.3 else 1,
+            groups=width if rng.random() < 0.2 and out_width == width else 1, activation=activation, depth=depth,
+            dilation=int(rng.choice([1, 1, 1, 2, 4])),
+        )  # fmt: skip
+    if cell == "conv3d":
+        kernel = int(rng.choice([1, 3, 3]))  # 1: (1, 3, 3) spatial only; 3: (3, 3, 3)
+        return ProbeSpec(
+            seed, cell, int(rng.choice([14, 28, 56])), _log_width(rng, 16, 256), _log_width(rng, 16, 256), kernel,
+            stride=2 if rng.random() < 0.3 else 1, expand=int(rng.choice([4, 8, 16])), activation="relu", depth=depth,
+        )  # fmt: skip
+    if cell == "recurrent":  # tokens of the map, as a sequence
+        return ProbeSpec(
+            seed, cell, int(rng.choice([7, 14, 28])), _log_width(rng, 32, 512), _log_width(rng, 32, 512),
+            heads=int(rng.choice([1, 1, 2])), se=bool(rng.random() < 0.3), mode=str(rng.choice(["lstm", "gru"])),
+        )  # fmt: skip
+    if cell == "pad":
+        return ProbeSpec(
+            seed, cell, int(rng.choice([28, 56, 112])), width, out_width, int(rng.choice([3, 3, 5, 7, 9])),
+            activation=activation, residual=out_width == width and rng.random() < 0.5, depth=depth,
+            mode=str(rng.choice(["reflect", "reflect", "replicate"])),
+        )  # fmt: skip
+    # reduce: CBAM's spatial attention (mean and max over channels, a 7x7 convolution, a sigmoid gate) or its
+    # channel attention (spatial mean and max, a shared MLP)
+    return ProbeSpec(
+        seed, cell, int(rng.choice([14, 28, 56])), width, width, 7, activation=activation, depth=depth,
+        mode=str(rng.choice(["spatial", "channel"])),
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
@@ -337,8 +443,9 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             ``wide_grouped_strided`` (their stride-2 3x3 ones that open a stage, 14-112 px in),
             ``depthwise`` (inverted residuals and depthwise or width-changing grouped convolutions),
             ``movement`` (pad, roll, crop, L2 normalisation and patch merge, as windowed attention moves data),
-            ``highres`` (dense convolutions on 112 and 224 px maps) or ``windows`` (Swin's channels-last pad and
-            window partition).
+            ``highres`` (dense convolutions on 112 and 224 px maps), ``windows`` (Swin's channels-last pad and
+            window partition) or ``operators`` (upsampling, normalisation, dilated, 1-D and 3-D convolutions,
+            recurrent layers, pads and reductions that no other space makes).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample
@@ -351,7 +458,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "cells": _draw_once, "grouped_conv": _draw_grouped, "wide_grouped": _draw_wide_grouped,
         "wide_grouped_strided": _draw_wide_grouped_strided,
         "depthwise": _draw_depthwise, "movement": _draw_movement,
-        "highres": _draw_highres, "windows": _draw_windows,
+        "highres": _draw_highres, "windows": _draw_windows, "operators": _draw_operators,
     }.get(space)  # fmt: skip
     largest = HIGHRES_MAX_ACTIVATION_ELEMENTS if space in HIGHRES_CAP_SPACES else MAX_ACTIVATION_ELEMENTS
     if draw_once is None:
@@ -374,7 +481,9 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
     def act() -> nn.Module:
         return {
             "none": nn.Identity, "relu": nn.ReLU, "relu6": nn.ReLU6, "silu": nn.SiLU, "gelu": nn.GELU,
-            "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid,
+            "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid, "leaky_relu": lambda: nn.LeakyReLU(0.1),
+            "prelu": nn.PReLU, "elu": nn.ELU, "tanh": nn.Tanh, "softplus": nn.Softplus, "mish": nn.Mish,
+            "hardtanh": nn.Hardtanh,
         }[spec.activation]()  # fmt: skip
 
     def conv(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, activation: bool = True) -> nn.Module:
@@ -469,6 +578,122 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
                 y = torch.roll(y, shifts=(shift, shift), dims=(1, 2))
             return x + y[:, :h, :w, :].permute(0, 3, 1, 2)
 
+    class Upsample(nn.Module):
+        """A 2x upsample (``mode``): a transposed convolution, or a resize or pixel shuffle with a convolution."""
+
+        def __init__(self, c_in: int, c_out: int) -> None:
+            super().__init__()
+            k = spec.kernel
+            if spec.mode == "transpose":  # padding and output padding that give exactly 2x for k = 2, 3, 4
+                padding, extra = {2: (0, 0), 3: (1, 1), 4: (1, 0)}[k]
+                self.body: nn.Module = nn.Sequential(
+                    nn.ConvTranspose2d(c_in, c_out, k, 2, padding, extra, bias=False), nn.BatchNorm2d(c_out), act()
+                )
+            elif spec.mode == "pixel_shuffle":
+                self.body = nn.Sequential(conv(c_in, 4 * c_out, k, activation=False), nn.PixelShuffle(2), act())
+            else:
+                resize = nn.Upsample(
+                    scale_factor=2, mode=spec.mode, **({"align_corners": False} if spec.mode == "bilinear" else {})
+                )
+                self.body = nn.Sequential(resize, conv(c_in, c_out, k))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.body(x)
+
+    class Conv1d(nn.Module):
+        """A 1-D convolution (with batch norm) over the map's h x w positions as one sequence, back as (n, c, L, 1)."""
+
+        def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+            super().__init__()
+            groups = spec.groups if c_in % spec.groups == 0 and c_out % spec.groups == 0 else 1
+            padding = spec.dilation * (spec.kernel // 2)
+            self.body = nn.Sequential(
+                nn.Conv1d(c_in, c_out, spec.kernel, stride, padding, spec.dilation, groups, bias=False),
+                nn.BatchNorm1d(c_out), act(),
+            )  # fmt: skip
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.body(x.flatten(2)).unsqueeze(-1)
+
+    class Conv3d(nn.Module):
+        """Frames from the map (a 1x1 convolution to ``expand`` x ``width`` channels, viewed as (n, width, frames,
+        h, w)), a 3-D convolution with batch norm and ReLU, and the frames' mean."""
+
+        def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+            super().__init__()
+            self.frames = nn.Conv2d(c_in, spec.expand * spec.width, 1)
+            k = spec.kernel
+            strides = (stride if k == 3 else 1, stride, stride)
+            self.body = nn.Sequential(
+                nn.Conv3d(spec.width, c_out, (k, 3, 3), strides, (k // 2, 1, 1), bias=False),
+                nn.BatchNorm3d(c_out), nn.ReLU(),
+            )  # fmt: skip
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            n, _, h, w = x.shape
+            return self.body(self.frames(x).view(n, spec.width, spec.expand, h, w)).mean(2)
+
+    class Recurrent(nn.Module):
+        """An LSTM or GRU (``heads`` layers, bidirectional with ``se``) over the map's tokens, back to a map."""
+
+        def __init__(self, c_in: int, c_out: int) -> None:
+            super().__init__()
+            layer = nn.LSTM if spec.mode == "lstm" else nn.GRU
+            hidden = c_out // 2 if spec.se else c_out
+            self.body = layer(c_in, hidden, spec.heads, batch_first=True, bidirectional=spec.se)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            n, _, h, w = x.shape
+            y, _ = self.body(x.flatten(2).transpose(1, 2))
+            return y.transpose(1, 2).reshape(n, -1, h, w)
+
+    class Gate(nn.Module):
+        """CBAM's attention after a 3x3 convolution: spatial (the channels' mean and max, a 7x7 convolution) or
+        channel (the map's mean and max through a shared MLP), a sigmoid gate on the convolution's output."""
+
+        def __init__(self, c_in: int, c_out: int) -> None:
+            super().__init__()
+            self.conv = conv(c_in, c_out, 3)
+            if spec.mode == "spatial":
+                self.gate: nn.Module = nn.Conv2d(2, 1, spec.kernel, padding=spec.kernel // 2)
+            else:
+                hidden = max(8, c_out // 8)
+                self.gate = nn.Sequential(nn.Conv2d(c_out, hidden, 1), act(), nn.Conv2d(hidden, c_out, 1))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.conv(x)
+            if spec.mode == "spatial":
+                pooled = torch.cat([y.mean(1, keepdim=True), y.amax(1, keepdim=True)], 1)
+                return y * torch.sigmoid(self.gate(pooled))
+            pooled_sum = self.gate(y.mean((2, 3), keepdim=True)) + self.gate(y.amax((2, 3), keepdim=True))
+            return y * torch.sigmoid(pooled_sum)
+
+    def operator_cell(c_in: int, c_out: int, stride: int) -> nn.Module:
+        """The body of an ``operators`` cell (draw_probe's ``_draw_operators`` says what each is)."""
+        if spec.cell == "upsample":
+            return Upsample(c_in, c_out)
+        if spec.cell == "norm":
+            norm = nn.GroupNorm(spec.groups, c_out) if spec.mode == "group" else nn.InstanceNorm2d(c_out, affine=True)
+            return nn.Sequential(nn.Conv2d(c_in, c_out, spec.kernel, 1, spec.kernel // 2), norm, act())
+        if spec.cell == "dilated":
+            groups = spec.groups if c_in % spec.groups == 0 and c_out % spec.groups == 0 else 1
+            d = spec.dilation
+            return nn.Sequential(
+                nn.Conv2d(c_in, c_out, 3, stride, d, d, groups, bias=False), nn.BatchNorm2d(c_out), act()
+            )
+        if spec.cell == "conv1d":
+            return Conv1d(c_in, c_out, stride)
+        if spec.cell == "conv3d":
+            return Conv3d(c_in, c_out, stride)
+        if spec.cell == "recurrent":
+            return Recurrent(c_in, c_out)
+        if spec.cell == "pad":
+            pad = nn.ReflectionPad2d if spec.mode == "reflect" else nn.ReplicationPad2d
+            return nn.Sequential(
+                pad(spec.kernel // 2), nn.Conv2d(c_in, c_out, spec.kernel, bias=False), nn.BatchNorm2d(c_out), act()
+            )
+        return Gate(c_in, c_out)
+
     class Cell(nn.Module):
         def __init__(self, c_in: int, first: bool) -> None:
             super().__init__()
@@ -510,6 +735,8 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             elif spec.cell == "windows":
                 self.body = Windows(c_in)
                 self.residual = False  # Windows adds its own input back
+            elif spec.cell in OPERATOR_CELLS:
+                self.body = operator_cell(c_in, c_out, stride)
             else:
                 pool = nn.MaxPool2d(3, stride, 1) if spec.kernel == 0 else nn.AvgPool2d(3, stride, 1)
                 self.body = nn.Sequential(pool, conv(c_in, c_out, 1))

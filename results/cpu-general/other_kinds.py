@@ -1,0 +1,313 @@
+"""Set O (issue 11): networks of kinds that no profile and no earlier set has, written by hand as users write
+them: a U-Net, a DCGAN generator, a wav2vec-style 1-D feature encoder, a temporal convolution network, an LSTM
+language model, a bidirectional GRU tagger, an MLP-Mixer, an ESPCN super-resolution net, an FPN-style decoder
+with resizes, a fast style-transfer net, a DeepLab ASPP head, and torchvision's 3-D ResNet-18 for video. Their
+operators (transposed and 1-D / 3-D / dilated convolutions, resizes, pixel shuffle, group and instance norm,
+reflection pads, recurrent layers, LeakyReLU / Tanh / PReLU) are the ones the ``operators`` probe space draws;
+the set is fixed before those probes are measured, and the networks are not drawn from it.
+
+Each network is exported at each batch size into OUT as ``NAME_iS_bB.onnx`` (S: the input's image size, or the
+sequence length), random weights, opset 17, loaded by ORT on the CPU (and run once at batch 1).
+
+    .venv/bin/python results/cpu-general/other_kinds.py OUT --batch-sizes 1,16,64 [--only unet,tcn]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import torch
+import torch.nn.functional as F  # noqa: N812 (torch's own idiom)
+from torch import nn
+
+from hase_dagster.analysis.zoo import trace_to_onnx
+
+
+def _double_conv(c_in: int, c_out: int) -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU(),
+        nn.Conv2d(c_out, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU(),
+    )  # fmt: skip
+
+
+class UNet(nn.Module):
+    """Ronneberger's U-Net, three levels of 32-256 channels: max pools down, transposed convolutions up."""
+
+    def __init__(self, c: int = 32) -> None:
+        super().__init__()
+        self.down = nn.ModuleList([_double_conv(3, c), _double_conv(c, 2 * c), _double_conv(2 * c, 4 * c)])
+        self.bottom = _double_conv(4 * c, 8 * c)
+        self.up = nn.ModuleList([nn.ConvTranspose2d(k, k // 2, 2, 2) for k in (8 * c, 4 * c, 2 * c)])
+        self.merge = nn.ModuleList([_double_conv(k, k // 2) for k in (8 * c, 4 * c, 2 * c)])
+        self.head = nn.Conv2d(c, 2, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skips = []
+        for block in self.down:
+            x = block(x)
+            skips.append(x)
+            x = F.max_pool2d(x, 2)
+        x = self.bottom(x)
+        for up, merge, skip in zip(self.up, self.merge, reversed(skips)):
+            x = merge(torch.cat([up(x), skip], 1))
+        return self.head(x)
+
+
+class DCGANGenerator(nn.Module):
+    """Radford et al.'s generator: a 100-d code to a 64 px image through transposed convolutions."""
+
+    def __init__(self, g: int = 64) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        widths = [100, 8 * g, 4 * g, 2 * g, g]
+        for i, (c_in, c_out) in enumerate(zip(widths, widths[1:])):
+            layers += [nn.ConvTranspose2d(c_in, c_out, 4, 1 if i == 0 else 2, 0 if i == 0 else 1, bias=False)]
+            layers += [nn.BatchNorm2d(c_out), nn.ReLU()]
+        self.net = nn.Sequential(*layers, nn.ConvTranspose2d(g, 3, 4, 2, 1, bias=False), nn.Tanh())
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.net(z)
+
+
+class AudioEncoder(nn.Module):
+    """wav2vec 2.0's feature encoder: seven 1-D convolutions over 1 s of 16 kHz audio, a group norm on the first."""
+
+    def __init__(self, c: int = 256) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv1d(1, c, 10, 5, bias=False), nn.GroupNorm(c, c), nn.GELU()]
+        for k in (3, 3, 3, 3, 2, 2):
+            layers += [nn.Conv1d(c, c, k, 2, bias=False), nn.GELU()]
+        self.net = nn.Sequential(*layers)
+        self.project = nn.Linear(c, 256)
+
+    def forward(self, wave: torch.Tensor) -> torch.Tensor:
+        return self.project(self.net(wave).transpose(1, 2))
+
+
+class TemporalConvNet(nn.Module):
+    """Bai et al.'s TCN: residual blocks of two dilated 1-D convolutions (dilation 1-32) over 1,024 steps."""
+
+    def __init__(self, c: int = 128, levels: int = 6) -> None:
+        super().__init__()
+        self.stem = nn.Conv1d(40, c, 1)
+        self.blocks = nn.ModuleList(
+            nn.Sequential(
+                nn.Conv1d(c, c, 3, padding=2**i, dilation=2**i),
+                nn.ReLU(),
+                nn.Conv1d(c, c, 3, padding=2**i, dilation=2**i),
+                nn.ReLU(),
+            )  # fmt: skip
+            for i in range(levels)
+        )
+        self.head = nn.Conv1d(c, 10, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for block in self.blocks:
+            x = F.relu(x + block(x))
+        return self.head(x)
+
+
+class LSTMLanguageModel(nn.Module):
+    """A two-layer LSTM language model over 128 tokens: embedding, LSTM, a projection to the 8,000-token vocabulary."""
+
+    def __init__(self, vocabulary: int = 8000, width: int = 256) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocabulary, width)
+        self.lstm = nn.LSTM(width, width, 2, batch_first=True)
+        self.out = nn.Linear(width, vocabulary)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.out(self.lstm(self.embed(tokens))[0])
+
+
+class GRUTagger(nn.Module):
+    """A bidirectional GRU sequence tagger over 256 steps of 80 mel features (one layer of 192 a direction)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gru = nn.GRU(80, 192, 1, batch_first=True, bidirectional=True)
+        self.out = nn.Linear(384, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.gru(x)[0])
+
+
+class MLPMixer(nn.Module):
+    """Tolstikhin et al.'s MLP-Mixer, small: 16 px patches, width 256, four blocks of token and channel MLPs."""
+
+    def __init__(self, width: int = 256, tokens: int = 196, depth: int = 4) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, width, 16, 16)
+        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(2 * depth))
+        self.token_mlps = nn.ModuleList(
+            nn.Sequential(nn.Linear(tokens, 256), nn.GELU(), nn.Linear(256, tokens)) for _ in range(depth)
+        )
+        self.channel_mlps = nn.ModuleList(
+            nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width)) for _ in range(depth)
+        )
+        self.head = nn.Linear(width, 1000)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x).flatten(2).transpose(1, 2)
+        for i, (tokens, channels) in enumerate(zip(self.token_mlps, self.channel_mlps)):
+            x = x + tokens(self.norms[2 * i](x).transpose(1, 2)).transpose(1, 2)
+            x = x + channels(self.norms[2 * i + 1](x))
+        return self.head(x.mean(1))
+
+
+class ESPCN(nn.Module):
+    """Shi et al.'s ESPCN: three convolutions with Tanh and a pixel shuffle, 3x super-resolution."""
+
+    def __init__(self, scale: int = 3) -> None:
+        super().__init__()
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 64, 5, padding=2), nn.Tanh(), nn.Conv2d(64, 32, 3, padding=1), nn.Tanh(),
+            nn.Conv2d(32, 3 * scale**2, 3, padding=1), nn.PixelShuffle(scale),
+        )  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class FPNDecoder(nn.Module):
+    """A feature pyramid over four strided LeakyReLU convolutions: nearest resizes top-down, a bilinear one out."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        widths = (3, 64, 128, 256, 256)
+        self.stages = nn.ModuleList(nn.Conv2d(a, b, 3, 2, 1) for a, b in zip(widths, widths[1:]))
+        self.lateral = nn.ModuleList(nn.Conv2d(c, 128, 1) for c in widths[1:])
+        self.out = nn.Conv2d(128, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = []
+        for stage in self.stages:
+            x = F.leaky_relu(stage(x), 0.1)
+            features.append(x)
+        y = self.lateral[3](features[3])
+        for i in (2, 1, 0):
+            y = F.interpolate(y, scale_factor=2, mode="nearest") + self.lateral[i](features[i])
+        return self.out(F.interpolate(y, scale_factor=2, mode="bilinear", align_corners=False))
+
+
+class StyleTransfer(nn.Module):
+    """Johnson et al.'s transformation net: reflection pads, instance norms, residual blocks, nearest upsampling."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+        def block(c_in: int, c_out: int, k: int, stride: int = 1, relu: bool = True) -> nn.Sequential:
+            layers = [
+                nn.ReflectionPad2d(k // 2),
+                nn.Conv2d(c_in, c_out, k, stride),
+                nn.InstanceNorm2d(c_out, affine=True),
+            ]
+            return nn.Sequential(*layers, *([nn.ReLU()] if relu else []))
+
+        self.down = nn.Sequential(block(3, 32, 9), block(32, 64, 3, 2), block(64, 128, 3, 2))
+        self.residuals = nn.ModuleList(
+            nn.Sequential(block(128, 128, 3), block(128, 128, 3, relu=False)) for _ in range(5)
+        )
+        self.up = nn.Sequential(
+            nn.Upsample(scale_factor=2), block(128, 64, 3), nn.Upsample(scale_factor=2), block(64, 32, 3),
+            nn.ReflectionPad2d(4), nn.Conv2d(32, 3, 9),
+        )  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.down(x)
+        for residual in self.residuals:
+            x = x + residual(x)
+        return self.up(x)
+
+
+class ASPPHead(nn.Module):
+    """DeepLab v3's atrous spatial pyramid on a small strided backbone: rates 6, 12, 18, image pooling, 4x bilinear."""
+
+    def __init__(self, c: int = 256) -> None:
+        super().__init__()
+        widths = (3, 32, 64, 128, 256)
+        self.backbone = nn.Sequential(
+            *[
+                nn.Sequential(nn.Conv2d(a, b, 3, 2 if i < 3 else 1, 1, bias=False), nn.BatchNorm2d(b), nn.ReLU())
+                for i, (a, b) in enumerate(zip(widths, widths[1:]))
+            ]
+        )
+        self.branches = nn.ModuleList(
+            [nn.Conv2d(256, c, 1, bias=False)]
+            + [nn.Conv2d(256, c, 3, padding=r, dilation=r, bias=False) for r in (6, 12, 18)]
+        )
+        self.pool = nn.Conv2d(256, c, 1)
+        self.project = nn.Sequential(
+            nn.Conv2d(5 * c, c, 1, bias=False), nn.BatchNorm2d(c), nn.ReLU(), nn.Conv2d(c, 21, 1)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        size = x.shape[-2:]
+        f = self.backbone(x)
+        pooled = F.interpolate(self.pool(f.mean((2, 3), keepdim=True)), size=f.shape[-2:], mode="bilinear")
+        y = self.project(torch.cat([F.relu(b(f)) for b in self.branches] + [pooled], 1))
+        return F.interpolate(y, size=size, mode="bilinear", align_corners=False)
+
+
+def _r3d_18() -> nn.Module:
+    import torchvision
+
+    return torchvision.models.video.r3d_18(weights=None)
+
+
+# name -> (constructor, one sample's input shape, the size in the file name, integer tokens below this many, or 0)
+NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], int, int]] = {
+    "unet": (UNet, (3, 256, 256), 256, 0),
+    "dcgan": (DCGANGenerator, (100, 1, 1), 64, 0),
+    "audioenc": (AudioEncoder, (1, 16000), 16000, 0),
+    "tcn": (TemporalConvNet, (40, 1024), 1024, 0),
+    "lstmlm": (LSTMLanguageModel, (128,), 128, 8000),
+    "grutagger": (GRUTagger, (256, 80), 256, 0),
+    "mixer": (MLPMixer, (3, 224, 224), 224, 0),
+    "espcn": (ESPCN, (3, 224, 224), 224, 0),
+    "fpn": (FPNDecoder, (3, 256, 256), 256, 0),
+    "style": (StyleTransfer, (3, 256, 256), 256, 0),
+    "aspp": (ASPPHead, (3, 256, 256), 256, 0),
+    "r3d18": (_r3d_18, (3, 16, 112, 112), 112, 0),
+}
+
+
+def export(name: str, out: Path, batch: int) -> Path:
+    """``name`` exported at ``batch`` into ``out`` and run once by ORT on the CPU; returns the file."""
+    make, shape, size, vocabulary = NETWORKS[name]
+    torch.manual_seed(0)
+    module = make().eval()
+    example = torch.randint(0, vocabulary, (batch, *shape)) if vocabulary else torch.randn(batch, *shape)
+    path = out / f"{name}_i{size}_b{batch}.onnx"
+    trace_to_onnx(module, example, path, 17)
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    feed = np.zeros((1, *shape), np.int64) if vocabulary else np.zeros((1, *shape), np.float32)
+    if batch == 1:  # the check run: batch 1 only, as a 2-core machine runs r3d_18 at 64 for minutes
+        session.run(None, {session.get_inputs()[0].name: feed})
+    return path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--batch-sizes", default="1,16,64")
+    parser.add_argument("--only", default=None, help="comma-separated names (default: every network)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    names = args.only.split(",") if args.only else list(NETWORKS)
+    unknown = sorted(set(names) - set(NETWORKS))
+    if unknown:
+        raise SystemExit(f"other_kinds: error: no network named {unknown}; known: {', '.join(NETWORKS)}")
+    for name in names:
+        for batch in (int(b) for b in args.batch_sizes.split(",")):
+            print(export(name, args.out, batch), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
