@@ -3,8 +3,9 @@
 # generator's networks (both sets, seeds 701-724) at batch 16 and 64 and time them whole on the gpu
 # profile at each stress level (time_files.py; it resumes: call again until every level is done).
 # Predictions are made elsewhere, device-free, from the same seeds: hase predict --predictor h100.
-# Environment: WORK (/tmp/checker-gpu), BATCHES (16,64), BUDGET_S (480), SEEDS (701-724), MODELS (torchvision
-# classifiers exported beside them, space-separated; none by default).
+# Environment: WORK (/tmp/checker-gpu), BATCHES (16,64), BUDGET_S (480), SEEDS (701-724; none: no generator
+# network), MODELS (torchvision classifiers exported beside them, space-separated; none by default), OTHER_KINDS
+# (other_kinds.py's networks, comma-separated; none by default), EXPORT_ONLY (1: export, time nothing).
 #   set D on the H100 (2026-11-24): WORK=/tmp/setD-gpu SEEDS=737-748 BATCHES=1,4,16,64 MODELS="regnet_x_800mf
 #   regnet_y_1_6gf efficientnet_b1 shufflenet_v2_x1_5 squeezenet1_0 mnasnet0_75" bash results/cpu-general/gpu_run.sh
 #   (exporting those 72 files took 4 min on the host: with BUDGET_S=540 the first call ran past the 600 s limit
@@ -37,6 +38,9 @@
 #   judge them blind; none of the six torchvision models is in any profile or earlier set): WORK=/tmp/setK-gpu
 #   SEEDS=824-835 BATCHES=1,4,16,64 MODELS="swin_b vit_l_32 convnext_large efficientnet_b6 regnet_x_16gf vgg16_bn"
 #   BUDGET_S=250 bash results/cpu-general/gpu_run.sh
+#   set O on the H100 (fixed 2026-11-26 23:10 UTC, before the operators probes are measured, to judge them blind;
+#   networks of kinds no profile or set has, other_kinds.py): WORK=/tmp/setO-gpu SEEDS=none BATCHES=1,16,64
+#   OTHER_KINDS=unet,dcgan,audioenc,tcn,lstmlm,grutagger,mixer,espcn,fpn,style,aspp,r3d18 bash results/cpu-general/gpu_run.sh
 #   set L on the H100 (fixed 2026-11-25 07:40 UTC, after set K's verdict and before the wide-group probes, batch 1/4 only
 #   to fit the machine's last minutes; timed first, its tarball kept sealed until predictions were committed; none of
 #   the six torchvision models is in any profile or earlier set): WORK=/tmp/setL-gpu SEEDS=836-847 BATCHES=1,4
@@ -65,9 +69,16 @@ if [ ! -e "$work/files/traits.json" ]; then
   # one process a model and 8 seeds at once (the host has 16 cores; the files are the same as one at a time)
   [ -z "${MODELS:-}" ] || python3 results/cpu-general/export_torchvision.py "$work/files" --batch-sizes "${BATCHES:-16,64}" \
     --jobs 6 $MODELS 2> "$work/export.log"
-  python3 results/cpu-general/checker_nets.py "$work/files" --seeds "${SEEDS:-701-724}" \
-    --batch-sizes "${BATCHES:-16,64}" --jobs 8 2>> "$work/export.log"
+  [ -z "${OTHER_KINDS:-}" ] || python3 results/cpu-general/other_kinds.py "$work/files" --batch-sizes "${BATCHES:-16,64}" \
+    --only "$OTHER_KINDS" >> "$work/export.log" 2>&1
+  if [ "${SEEDS:-701-724}" = none ]; then
+    echo '[]' > "$work/files/traits.json"  # no generator network: the folder is whole
+  else
+    python3 results/cpu-general/checker_nets.py "$work/files" --seeds "${SEEDS:-701-724}" \
+      --batch-sizes "${BATCHES:-16,64}" --jobs 8 2>> "$work/export.log"
+  fi
 fi
+[ -z "${EXPORT_ONLY:-}" ] || exit 0
 timeout --signal=INT "${BUDGET_S:-480}" python3 results/cpu-general/time_files.py "$work/files" "$work/timings" \
   --profile gpu --levels "${1:-0.0,1.0,0.5}"
 date -u >> "$work/host.txt"
