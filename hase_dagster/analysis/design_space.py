@@ -48,6 +48,7 @@ same network.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any, get_args
 
@@ -479,12 +480,13 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
     spec = draw_probe(seed, space)
 
     def act() -> nn.Module:
-        return {
+        activations: dict[str, Callable[[], nn.Module]] = {
             "none": nn.Identity, "relu": nn.ReLU, "relu6": nn.ReLU6, "silu": nn.SiLU, "gelu": nn.GELU,
             "hardswish": nn.Hardswish, "sigmoid": nn.Sigmoid, "leaky_relu": lambda: nn.LeakyReLU(0.1),
             "prelu": nn.PReLU, "elu": nn.ELU, "tanh": nn.Tanh, "softplus": nn.Softplus, "mish": nn.Mish,
             "hardtanh": nn.Hardtanh,
-        }[spec.activation]()  # fmt: skip
+        }  # fmt: skip
+        return activations[spec.activation]()
 
     def conv(c_in: int, c_out: int, k: int, stride: int = 1, groups: int = 1, activation: bool = True) -> nn.Module:
         return conv_bn(c_in, c_out, k, stride, groups, act if activation else None)

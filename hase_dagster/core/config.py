@@ -74,7 +74,14 @@ def infer_family(name: str, kind: str = "torchvision") -> str:
 
 # The spaces design-space probes are drawn in (analysis.design_space.draw_probe).
 ProbeSpace = Literal[
-    "cells", "grouped_conv", "wide_grouped", "wide_grouped_strided", "depthwise", "movement", "highres", "windows",
+    "cells",
+    "grouped_conv",
+    "wide_grouped",
+    "wide_grouped_strided",
+    "depthwise",
+    "movement",
+    "highres",
+    "windows",
     "operators",
 ]
 
