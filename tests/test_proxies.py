@@ -1,6 +1,5 @@
-"""Convolutions no table has: transposed ones predicted as their adjoint convolutions (learn.proxies), 1-D and 3-D
-ones read as the 2-D ones they equal (learn.features), and the FLOPs of the operators the ``operators`` probes
-brought in (analysis.costs)."""
+"""Convolutions no table has (transposed, 1-D, 3-D), predicted as the 2-D convolutions they equal (learn.proxies),
+and the FLOPs of the operators the ``operators`` probes brought in (analysis.costs)."""
 
 from __future__ import annotations
 
@@ -18,9 +17,8 @@ from hase_dagster.analysis.costs import estimate_flops
 from hase_dagster.analysis.graph import TensorInfo
 from hase_dagster.analysis.zoo import trace_to_onnx
 from hase_dagster.learn.bundles import load_bundle
-from hase_dagster.learn.features import kernel_features
 from hase_dagster.learn.predict import predict_kernels_under
-from hase_dagster.learn.proxies import proxy_kernel
+from hase_dagster.learn.proxies import proxy_kernels
 
 
 def conv_kernel(op: str, x: tuple[int, ...], w: tuple[int, ...], out: tuple[int, ...], **attributes: Any) -> Kernel:
@@ -57,49 +55,36 @@ def test_a_transposed_convolution_is_predicted_as_its_adjoint_convolution() -> N
     kernel = conv_kernel(
         "ConvTranspose", (2, 64, 8, 8), (64, 32, 4, 4), (2, 32, 16, 16), strides=[2, 2], pads=[1, 1, 1, 1]
     )
-    how, proxy = proxy_kernel(kernel, knows_conv) or ("", kernel)
+    how, (proxy,) = proxy_kernels(kernel, knows_conv) or ("", [])
     assert "adjoint" in how and proxy.family == "Conv" and proxy.op_type == "Conv"
     # input and output swapped, the weight (C_in, C_out / group, k, k) read as a convolution's from 32 to 64
     assert proxy.inputs[0].shape == (2, 32, 16, 16) and proxy.outputs[0].shape == (2, 64, 8, 8)
     assert proxy.flops == kernel.flops and proxy.attributes["strides"] == [2, 2]
 
 
-def test_a_measured_transposed_convolution_and_other_kernels_get_no_proxy() -> None:
-    transposed = conv_kernel("ConvTranspose", (1, 8, 7, 7), (8, 8, 2, 2), (1, 8, 14, 14), strides=[2, 2])
-    assert proxy_kernel(transposed, lambda family: family in ("Conv", "ConvTranspose")) is None
-    assert proxy_kernel(transposed, lambda family: False) is None  # no convolution family to stand in
-    assert proxy_kernel(conv_kernel("Conv", (1, 8, 7, 7), (8, 8, 3, 3), (1, 8, 7, 7)), lambda f: False) is None
-
-
-def features_of(kernel: Kernel) -> dict[str, Any]:
-    return kernel_features(kernel.to_dict())
-
-
-SHAPE_FEATURES = [f"{side}_d{i}" for side in ("in", "out") for i in range(4)]
-SHAPE_FEATURES += ["in_rank", "out_rank", "kernel_h", "kernel_w", "stride_h", "stride_w", "weight_numel", "log_flops"]
-
-
-def test_a_1d_convolution_reads_as_the_2d_one_with_a_1_by_k_kernel() -> None:
-    one_d = conv_kernel("Conv", (4, 80, 1000), (128, 80, 5), (4, 128, 498), kernel_shape=[5], strides=[2])
-    row = conv_kernel("Conv", (4, 80, 1, 1000), (128, 80, 1, 5), (4, 128, 1, 498), kernel_shape=[1, 5], strides=[1, 2])
-    assert {f: features_of(one_d)[f] for f in SHAPE_FEATURES} == {f: features_of(row)[f] for f in SHAPE_FEATURES}
-
-
-def test_a_3d_convolution_reads_as_the_2d_one_with_its_gemm() -> None:
+def test_a_1d_and_a_3d_convolution_become_2d_ones_with_the_same_gemm() -> None:
+    one_d = conv_kernel("Conv", (4, 80, 1000), (128, 80, 5), (4, 128, 498), strides=[2], pads=[1, 1], dilations=[1])
+    how, (row,) = proxy_kernels(one_d, knows_conv) or ("", [])
+    assert how == "Conv 1-D as 2-D" and row.inputs[0].shape == (4, 80, 1, 1000)
+    assert row.attributes["kernel_shape"] == [1, 5] and row.attributes["pads"] == [0, 1, 0, 1]
+    assert row.flops == one_d.flops
     three_d = conv_kernel(
         "Conv", (2, 64, 16, 56, 56), (128, 64, 3, 3, 3), (2, 128, 8, 28, 28),
-        kernel_shape=[3, 3, 3], strides=[2, 2, 2],
+        strides=[2, 2, 2], pads=[1, 1, 1, 1, 1, 1],
     )  # fmt: skip
+    _, (frames,) = proxy_kernels(three_d, knows_conv) or ("", [])
     # (batch x output frames) samples of (channels x frame kernel) channels: M, N and K of the 3-D GEMM
-    frames = conv_kernel(
-        "Conv", (2 * 8, 64 * 3, 56, 56), (128, 64 * 3, 3, 3), (2 * 8, 128, 28, 28), kernel_shape=[3, 3], strides=[2, 2]
-    )
-    assert frames.flops == three_d.flops
-    assert {f: features_of(three_d)[f] for f in SHAPE_FEATURES} == {f: features_of(frames)[f] for f in SHAPE_FEATURES}
-    # the CPU EP's blocked NCHWc tensors are 5-D 2-D convolutions: read as they are
-    blocked = conv_kernel("Conv", (1, 8, 7, 7, 8), (64, 64, 3, 3), (1, 8, 7, 7, 8))
+    assert frames.inputs[0].shape == (2 * 8, 64 * 3, 56, 56) and frames.outputs[0].shape == (2 * 8, 128, 28, 28)
+    assert frames.inputs[1].shape == (128, 64 * 3, 3, 3) and frames.flops == three_d.flops
+
+
+def test_a_2d_convolution_an_nchwc_one_and_an_unknown_family_get_no_proxy() -> None:
+    assert proxy_kernels(conv_kernel("Conv", (1, 8, 7, 7), (8, 8, 3, 3), (1, 8, 7, 7)), knows_conv) is None
+    blocked = conv_kernel("Conv", (1, 1, 7, 7, 8), (8, 8, 3, 3), (1, 1, 7, 7, 8))
     blocked.domain = "com.microsoft.nchwc"
-    assert [features_of(blocked)[f"in_d{i}"] for i in range(4)] == [8, 7, 7, 8]
+    assert proxy_kernels(blocked, knows_conv) is None
+    transposed = conv_kernel("ConvTranspose", (1, 8, 7, 7), (8, 8, 2, 2), (1, 8, 14, 14), strides=[2, 2])
+    assert proxy_kernels(transposed, lambda family: False) is None  # no convolution family to stand in
 
 
 class RecordingRegressor:
@@ -121,15 +106,13 @@ class RecordingRegressor:
 def test_predictions_ask_the_regressor_about_the_stand_in_and_name_it() -> None:
     regressor = RecordingRegressor()
     kernels = [
-        conv_kernel("ConvTranspose", (2, 64, 8, 8), (64, 32, 2, 2), (2, 32, 16, 16), strides=[2, 2]),
+        conv_kernel("Conv", (2, 64, 16, 56, 56), (128, 64, 3, 3, 3), (2, 128, 16, 56, 56)),
         conv_kernel("Conv", (2, 64, 56, 56), (64, 64, 3, 3), (2, 64, 56, 56)),
     ]
     (predictions,) = predict_kernels_under(regressor, kernels, [{"util": 0.0}])  # type: ignore[arg-type]
-    assert [r["family"] for r in regressor.asked] == ["Conv", "Conv"]
-    assert regressor.asked[0]["inputs"][0]["shape"] == [2, 32, 16, 16]
-    assert predictions[0].proxy == "ConvTranspose as its adjoint Conv" and not predictions[0].fallback
-    assert predictions[0].family == "ConvTranspose" and predictions[0].instance_id == kernels[0].instance_id
-    assert predictions[1].proxy == ""
+    assert [len(r["inputs"][0]["shape"]) for r in regressor.asked] == [4, 4]  # never the 5-D tensor
+    assert predictions[0].proxy == "Conv 3-D as 2-D" and not predictions[0].fallback
+    assert predictions[1].proxy == "" and predictions[0].instance_id == kernels[0].instance_id
 
 
 @pytest.mark.parametrize("bundle", ["h100", "cpu"])

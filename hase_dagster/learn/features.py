@@ -75,49 +75,6 @@ def is_shape_operand(tensor: Mapping[str, Any]) -> bool:
     return str(tensor.get("dtype", "")) in ("int64", "int32") and len(shape) <= 1 and prod(shape) <= SHAPE_OPERAND_MAX
 
 
-# Convolution ops whose 1-D and 3-D forms are read as the 2-D ones they equal (see :func:`conv_dims_as_2d`).
-CONV_OP_TYPES = frozenset({"Conv", "FusedConv"})
-
-
-def conv_dims_as_2d(
-    first_in: list[int], first_out: list[int], kernel_shape: list[int], strides: list[int]
-) -> tuple[list[int], list[int], list[int], list[int]]:
-    """A 1-D or 3-D convolution's input and output shapes, kernel and strides as those of the 2-D one that does
-    the same GEMM (M output positions, N output channels, K input channels per group x kernel).
-
-    Every table holds 2-D convolutions, and a 5-D shape's last four dims read as (batch, channels, height, width)
-    would put the channels where the batch was. A 1-D convolution is a 2-D one with a 1 x k kernel over a 1 x L
-    map (what ORT's CUDA EP hands cuDNN); a 3-D one a 2-D one over (batch x output frames) samples of
-    (channels x frame kernel) channels. On the CPU EP, against a regressor trained without either, the 2-D
-    reading was nearer than the raw one for 1-D convolutions and level for 3-D ones (``results/cpu/proxy_check.md``).
-
-    Args:
-        first_in: the activation input's shape (N, C, *spatial).
-        first_out: the output's shape (N, C', *spatial').
-        kernel_shape: the kernel's spatial dims (may be empty).
-        strides: the strides (may be empty).
-
-    Returns:
-        The four, 2-D; unchanged for any other rank.
-    """
-    if len(first_in) == 3 and len(first_out) == 3:
-        return (
-            [first_in[0], first_in[1], 1, first_in[2]],
-            [first_out[0], first_out[1], 1, first_out[2]],
-            [1, *kernel_shape[-1:]],
-            [1, *strides[-1:]],
-        )
-    if len(first_in) == 5 and len(first_out) == 5 and len(kernel_shape) == 3:
-        frames = first_out[2]
-        return (
-            [first_in[0] * frames, first_in[1] * kernel_shape[0], first_in[3], first_in[4]],
-            [first_out[0] * frames, first_out[1], first_out[3], first_out[4]],
-            kernel_shape[1:],
-            strides[1:] if len(strides) == 3 else strides,
-        )
-    return first_in, first_out, kernel_shape, strides
-
-
 def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
     """Features of one kernel from catalog-style fields (``inputs``/``inputs_json`` etc.).
 
@@ -143,12 +100,6 @@ def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
     first_out = outputs[0]["shape"] if outputs else []
     kernel_shape = list(attributes.get("kernel_shape", [])) if isinstance(attributes.get("kernel_shape"), list) else []
     strides = list(attributes.get("strides", [])) if isinstance(attributes.get("strides"), list) else []
-    # (the CPU EP's NCHWc convolutions hold 5-D blocked tensors: 2-D convolutions, read as they are)
-    convolution = kernel.get("op_type") in CONV_OP_TYPES and kernel.get("domain") != "com.microsoft.nchwc"
-    if convolution and len(first_in) in (3, 5):
-        if not kernel_shape and weights and len(weights[0]["shape"]) == len(first_in):
-            kernel_shape = list(weights[0]["shape"][2:])
-        first_in, first_out, kernel_shape, strides = conv_dims_as_2d(first_in, first_out, kernel_shape, strides)
     flops = float(kernel.get("flops") or 0)
     in_bytes = float(kernel.get("input_bytes") or 0)
     out_bytes = float(kernel.get("output_bytes") or 0)

@@ -28,7 +28,7 @@ from hase_dagster.analysis.fusion import VIEW_OP_TYPES
 from hase_dagster.analysis.model_dag import critical_path_ms
 from hase_dagster.analysis.peak_memory import predict_peak_memory
 from hase_dagster.learn.graph_factors import GraphFactors, kernel_category
-from hase_dagster.learn.proxies import proxy_kernel
+from hase_dagster.learn.proxies import proxy_kernels
 from hase_dagster.learn.regressor import LatencyRegressor
 from hase_dagster.learn.timeslice import TimeSlicing
 
@@ -512,37 +512,46 @@ def predict_kernels(
 def predict_kernels_under(
     regressor: LatencyRegressor, kernels: list[Kernel], loads: list[dict[str, float]]
 ) -> list[list[KernelPrediction]]:
-    """Every kernel under each of ``loads``, in one pass of the regressor (see :func:`predict_kernels`); a
-    transposed convolution of a family the regressor lacks is predicted as its adjoint convolution
-    (:func:`~hase_dagster.learn.proxies.proxy_kernel`) and names it in ``proxy``."""
+    """Every kernel under each of ``loads``, in one pass of the regressor (see :func:`predict_kernels`).
+
+    A kernel that :func:`~hase_dagster.learn.proxies.proxy_kernels` rewrites (a family the regressor lacks, or a
+    convolution of 1 or 3 spatial dims) is predicted as the sum of its stand-ins and names them in ``proxy``.
+    """
     if not kernels:
         return [[] for _ in loads]
-    proxies = [proxy_kernel(k, regressor.knows) for k in kernels]
-    asked = [proxy[1] if proxy else k for k, proxy in zip(kernels, proxies, strict=True)]
-    records = [k.to_dict() for k in asked]
+    found = [proxy_kernels(k, regressor.knows) for k in kernels]
+    # each distinct stand-in object is predicted once: a recurrent layer repeats its step's two per step
+    unique: dict[int, Kernel] = {}
+    for k, proxied in zip(kernels, found, strict=True):
+        for piece in proxied[1] if proxied else [k]:
+            unique.setdefault(id(piece), piece)
+    predicted_kernels = list(unique.values())
+    row_of = {key: row for row, key in enumerate(unique)}
+    records = [k.to_dict() for k in predicted_kernels]
     factors = getattr(regressor, "graph_factors", None)  # a stand-in regressor may not carry the field
-    categories = [kernel_category(k) for k in asked] if factors is not None else []
+    categories = [kernel_category(k) for k in predicted_kernels] if factors is not None else []
     out = []
     for predicted in regressor.predict_kernels(records, loads):
         if factors is not None:
             predicted = in_graph(factors, categories, predicted)
-        out.append(
-            [
+        rows = []
+        for k, proxied in zip(kernels, found, strict=True):
+            pieces = [row_of[id(piece)] for piece in (proxied[1] if proxied else [k])]
+            total = {t: float(sum(predicted[t][r] for r in pieces)) for t in ("median_ms", "mean_ms", "p90_ms")}
+            rows.append(
                 KernelPrediction(
                     order=k.order,
                     node_name=k.node_name,
                     family=k.family,
-                    # hashed once per kernel, not per load
-                    instance_id=k.instance_id if proxy else records[i]["instance_id"],
-                    median_ms=float(predicted["median_ms"][i]),
-                    mean_ms=float(predicted["mean_ms"][i]),
-                    p90_ms=float(predicted["p90_ms"][i]),
-                    fallback=proxy is None and not regressor.knows(k.family),
-                    proxy=proxy[0] if proxy else "",
+                    instance_id=k.instance_id if proxied else records[pieces[0]]["instance_id"],
+                    median_ms=total["median_ms"],
+                    mean_ms=total["mean_ms"],
+                    p90_ms=total["p90_ms"],
+                    fallback=not proxied and not regressor.knows(k.family),
+                    proxy=proxied[0] if proxied else "",
                 )
-                for i, (k, proxy) in enumerate(zip(kernels, proxies, strict=True))
-            ]
-        )
+            )
+        out.append(rows)
     return out
 
 
