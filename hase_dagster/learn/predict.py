@@ -28,7 +28,6 @@ from hase_dagster.analysis.fusion import VIEW_OP_TYPES
 from hase_dagster.analysis.model_dag import critical_path_ms
 from hase_dagster.analysis.peak_memory import predict_peak_memory
 from hase_dagster.learn.graph_factors import GraphFactors, kernel_category
-from hase_dagster.learn.proxies import proxy_kernels
 from hase_dagster.learn.regressor import LatencyRegressor
 from hase_dagster.learn.timeslice import TimeSlicing
 
@@ -43,8 +42,6 @@ class KernelPrediction:
     mean_ms: float
     p90_ms: float
     fallback: bool
-    # How a kernel of a family the regressor lacks was predicted through known ones (learn.proxies); "" if not.
-    proxy: str = ""
 
 
 @dataclass
@@ -512,46 +509,31 @@ def predict_kernels(
 def predict_kernels_under(
     regressor: LatencyRegressor, kernels: list[Kernel], loads: list[dict[str, float]]
 ) -> list[list[KernelPrediction]]:
-    """Every kernel under each of ``loads``, in one pass of the regressor (see :func:`predict_kernels`).
-
-    A kernel that :func:`~hase_dagster.learn.proxies.proxy_kernels` rewrites (a family the regressor lacks, or a
-    convolution of 1 or 3 spatial dims) is predicted as the sum of its stand-ins and names them in ``proxy``.
-    """
+    """Every kernel under each of ``loads``, in one pass of the regressor (see :func:`predict_kernels`)."""
     if not kernels:
         return [[] for _ in loads]
-    found = [proxy_kernels(k, regressor.knows) for k in kernels]
-    # each distinct stand-in object is predicted once: a recurrent layer repeats its step's two per step
-    unique: dict[int, Kernel] = {}
-    for k, proxied in zip(kernels, found, strict=True):
-        for piece in proxied[1] if proxied else [k]:
-            unique.setdefault(id(piece), piece)
-    predicted_kernels = list(unique.values())
-    row_of = {key: row for row, key in enumerate(unique)}
-    records = [k.to_dict() for k in predicted_kernels]
+    records = [k.to_dict() for k in kernels]
     factors = getattr(regressor, "graph_factors", None)  # a stand-in regressor may not carry the field
-    categories = [kernel_category(k) for k in predicted_kernels] if factors is not None else []
+    categories = [kernel_category(k) for k in kernels] if factors is not None else []
     out = []
     for predicted in regressor.predict_kernels(records, loads):
         if factors is not None:
             predicted = in_graph(factors, categories, predicted)
-        rows = []
-        for k, proxied in zip(kernels, found, strict=True):
-            pieces = [row_of[id(piece)] for piece in (proxied[1] if proxied else [k])]
-            total = {t: float(sum(predicted[t][r] for r in pieces)) for t in ("median_ms", "mean_ms", "p90_ms")}
-            rows.append(
+        out.append(
+            [
                 KernelPrediction(
                     order=k.order,
                     node_name=k.node_name,
                     family=k.family,
-                    instance_id=k.instance_id if proxied else records[pieces[0]]["instance_id"],
-                    median_ms=total["median_ms"],
-                    mean_ms=total["mean_ms"],
-                    p90_ms=total["p90_ms"],
-                    fallback=not proxied and not regressor.knows(k.family),
-                    proxy=proxied[0] if proxied else "",
+                    instance_id=records[i]["instance_id"],  # hashed once per kernel, not per load
+                    median_ms=float(predicted["median_ms"][i]),
+                    mean_ms=float(predicted["mean_ms"][i]),
+                    p90_ms=float(predicted["p90_ms"][i]),
+                    fallback=not regressor.knows(k.family),
                 )
-            )
-        out.append(rows)
+                for i, k in enumerate(kernels)
+            ]
+        )
     return out
 
 
@@ -742,14 +724,6 @@ def _model_prediction(
     fallback = [p for p in predictions if p.fallback]
     fallback_families = sorted({p.family for p in fallback})
     fallback_share = sum(p.mean_ms for p in fallback) / listed_sum if listed_sum > 0 else 0.0
-    proxied = [p for p in predictions if p.proxy]
-    proxied_share = sum(p.mean_ms for p in proxied) / listed_sum if listed_sum > 0 else 0.0
-    if proxied:
-        warnings.append(
-            f"{len(proxied)} of {len(predictions)} kernels ({sorted({p.family for p in proxied})}) were never measured "
-            f"on {regressor.ep} and are predicted through measured kernels doing the same work (learn.proxies), "
-            f"{proxied_share:.0%} of the kernel sum"
-        )
     if fallback:
         # A fallback is the trees' answer for an unknown family's shape and bytes; ORT's own kernels for
         # such families can be far slower (swin_v2_t's Pads on the H100: 22x, results/gpu-general/README.md).
@@ -780,9 +754,6 @@ def _model_prediction(
             "fallback": len(fallback),
             "fallback_families": fallback_families,
             "fallback_share": round(fallback_share, 4),
-            "proxied": len(proxied),
-            "proxied_families": sorted({p.family for p in proxied}),
-            "proxied_share": round(proxied_share, 4),
         },
         kernels=predictions,
         warnings=warnings,
