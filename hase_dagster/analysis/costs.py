@@ -39,8 +39,8 @@ PER_ELEMENT = {
     "SkipLayerNormalization": 9,
     "SimplifiedLayerNormalization": 6,
     "BatchNormalization": 2,
-    # Operators of decoders, generators, audio and style networks (none is in a measured table: adding one
-    # here changes no trained feature).
+    # Operators of decoders, generators, audio and style networks: none was in a measured table when they were
+    # counted here (no trained feature moved); the operators probes' rows were catalogued with these counts.
     "InstanceNormalization": 8,
     "GroupNormalization": 8,
     "MeanVarianceNormalization": 8,
@@ -122,8 +122,8 @@ def _matmul_flops(inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo], a
     return flops
 
 
-# Gates per hidden unit of ONNX's recurrent ops.
-RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+# ONNX's recurrent ops (their weights W and R hold every gate: 4 for LSTM, 3 for GRU, 1 for RNN).
+RECURRENT_OPS = frozenset({"LSTM", "GRU", "RNN"})
 
 
 def _conv_transpose_flops(inputs: Sequence[TensorInfo], outputs: Sequence[TensorInfo]) -> int:
@@ -133,7 +133,7 @@ def _conv_transpose_flops(inputs: Sequence[TensorInfo], outputs: Sequence[Tensor
     return flops + (prod(outputs[0].shape) if len(inputs) > 2 else 0)
 
 
-def _recurrent_flops(op_type: str, inputs: Sequence[TensorInfo]) -> int:
+def _recurrent_flops(inputs: Sequence[TensorInfo]) -> int:
     """Each step's input and recurrent products (W: dirs x gates.H x I, R: dirs x gates.H x H) over every
     (step, sample) of X, and about ten FLOPs a gate unit for the gates' nonlinearities and the state update."""
     x, w, r = inputs[0].shape, inputs[1].shape, inputs[2].shape
@@ -154,8 +154,8 @@ def estimate_flops(
         return _conv_transpose_flops(inputs, outputs)
     if op_type in {"Conv", "FusedConv"} and len(inputs) > 1:
         return _conv_flops(attributes, inputs, outputs)
-    if op_type in RECURRENT_GATES and len(inputs) > 2:
-        return _recurrent_flops(op_type, inputs)
+    if op_type in RECURRENT_OPS and len(inputs) > 2:
+        return _recurrent_flops(inputs)
     if op_type in {"MatMul", "FusedMatMul", "Gemm", "FusedGemm", "MatMulInteger"}:
         return _matmul_flops(inputs, outputs, attributes)
     if op_type in QUANTIZED_OPERANDS:
