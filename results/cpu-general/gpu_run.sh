@@ -5,7 +5,7 @@
 # Predictions are made elsewhere, device-free, from the same seeds: hase predict --predictor h100.
 # Environment: WORK (/tmp/checker-gpu), BATCHES (16,64), BUDGET_S (480), SEEDS (701-724; none: no generator
 # network), MODELS (torchvision classifiers exported beside them, space-separated; none by default), OTHER_KINDS
-# (other_kinds.py's networks, comma-separated; none by default), EXPORT_ONLY (1: export, time nothing).
+# (other_kinds.py's networks, comma-separated; none by default).
 #   set D on the H100 (2026-11-24): WORK=/tmp/setD-gpu SEEDS=737-748 BATCHES=1,4,16,64 MODELS="regnet_x_800mf
 #   regnet_y_1_6gf efficientnet_b1 shufflenet_v2_x1_5 squeezenet1_0 mnasnet0_75" bash results/cpu-general/gpu_run.sh
 #   (exporting those 72 files took 4 min on the host: with BUDGET_S=540 the first call ran past the 600 s limit
@@ -78,7 +78,6 @@ if [ ! -e "$work/files/traits.json" ]; then
       --batch-sizes "${BATCHES:-16,64}" --jobs 8 2>> "$work/export.log"
   fi
 fi
-[ -z "${EXPORT_ONLY:-}" ] || exit 0
 timeout --signal=INT "${BUDGET_S:-480}" python3 results/cpu-general/time_files.py "$work/files" "$work/timings" \
   --profile gpu --levels "${1:-0.0,1.0,0.5}"
 date -u >> "$work/host.txt"

@@ -3,12 +3,14 @@
 to every variant.
 
 Usage: .venv/bin/python results/static-detection/cpu_agreement.py DATA_DIR
+       .venv/bin/python results/static-detection/cpu_agreement.py DATA_DIR --rules RULES.json --out REPORT.json
+(the second checks a rules file as it is: nothing learned, the committed rules and report left alone)
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -16,7 +18,7 @@ import onnx
 import onnxruntime
 
 from hase_dagster.analysis.catalog import load_catalog
-from hase_dagster.analysis.fusion_rules import learn_rules
+from hase_dagster.analysis.fusion_rules import FusionRules, learn_rules
 from hase_dagster.analysis.kernel_agreement import compare_kernels
 from hase_dagster.analysis.static_detect import detect_kernels
 from hase_dagster.core.config import load_config
@@ -25,7 +27,12 @@ HERE = Path(__file__).parent
 
 
 def main() -> None:
-    data = Path(sys.argv[1] if len(sys.argv) > 1 else ".hase_data")
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", type=Path, nargs="?", default=Path(".hase_data"))
+    parser.add_argument("--rules", type=Path, default=None, help="check this rules file instead of learning one")
+    parser.add_argument("--out", type=Path, default=HERE / "cpu_agreement.json", help="where the report goes")
+    args = parser.parse_args()
+    data = args.data
     profile = load_config().profiles["cpu"]
     held_out = {m.name for m in profile.models if m.held_out}
     cases = []
@@ -36,10 +43,13 @@ def main() -> None:
         cases.append((document["variant_id"], model_path, kernels, name in held_out))
     version = onnxruntime.__version__
     start = time.perf_counter()
-    rules = learn_rules(((onnx.load(str(p)), k) for _, p, k, h in cases if not h), "cpu", version, "2-core VM CPU")
+    if args.rules is not None:
+        rules = FusionRules.load(args.rules)
+    else:
+        rules = learn_rules(((onnx.load(str(p)), k) for _, p, k, h in cases if not h), "cpu", version, "2-core VM CPU")
+        rules.provenance["held_out_variants_excluded"] = sorted(v for v, _, _, h in cases if h)
+        rules.save(HERE / f"cpu-ort{version}.fusion_rules.json")
     learn_seconds = time.perf_counter() - start
-    rules.provenance["held_out_variants_excluded"] = sorted(v for v, _, _, h in cases if h)
-    rules.save(HERE / f"cpu-ort{version}.fusion_rules.json")
     results = []
     for variant_id, path, kernels, held in cases:
         started = time.perf_counter()
@@ -73,6 +83,7 @@ def main() -> None:
 
     report = {
         "data_dir": str(data),
+        "rules_file": str(args.rules) if args.rules is not None else "learned here",
         "ort_version": version,
         "learn_seconds": learn_seconds,
         "rules": len(rules.rules),
@@ -81,7 +92,7 @@ def main() -> None:
         "all": summary(results),
         "per_variant": results,
     }
-    (HERE / "cpu_agreement.json").write_text(json.dumps(report, indent=1))
+    args.out.write_text(json.dumps(report, indent=1))
     print(json.dumps({k: report[k] for k in ("learn_seconds", "rules", "train", "held_out", "all")}, indent=1))
 
 
