@@ -3,6 +3,7 @@ costs its own row, the others are timed, in order, with their load windows."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from pathlib import Path
@@ -13,7 +14,7 @@ import pytest
 
 from hase_dagster.core.config import TelemetryOptions, TimingOptions
 from hase_dagster.measure.benchmark import BenchmarkTarget, run_benchmarks
-from hase_dagster.measure.runner import ModelRunner
+from hase_dagster.measure.runner import ModelRunner, Timing
 from hase_dagster.measure.telemetry import HOST_FIELDS, TelemetrySampler, metric_source
 from tests.conftest import conv_network
 
@@ -65,3 +66,77 @@ def test_isolated_timing_cannot_measure_this_processs_memory(tmp_path: Path) -> 
     with TelemetrySampler(metric_source("cpu", HOST_FIELDS), interval_s=0.05) as sampler:
         with pytest.raises(ValueError, match="cannot be isolated"):
             run_benchmarks([target], "cpu", sampler, TIMING, TELEMETRY, isolated=True, measure_memory=True)
+
+
+class DeviceClockStandIn:
+    """A runner on a stand-in "device" clock (the CPU's, labelled device), which aborts the process for a file
+    named ``rnn*`` as ORT's CUDA LSTM and GRU do under the real one; on the host clock it is ModelRunner."""
+
+    def __init__(self, path: Path, *args: Any, clock: str = "host", **kwargs: Any) -> None:
+        if clock == "device" and path.name.startswith("rnn"):
+            os.abort()
+        self.clock = clock
+        self._runner = ModelRunner(path, *args, clock="host", **kwargs)
+
+    def time(self, config: TimingOptions) -> Timing:
+        timing = self._runner.time(config.model_copy(update={"clock": "host"}))
+        return dataclasses.replace(timing, clock=self.clock)
+
+
+def test_a_file_that_kills_the_device_clock_is_timed_on_the_host_clock(tmp_path: Path) -> None:
+    files = [small_network(tmp_path / name) for name in ("net0.onnx", "rnn.onnx")]
+    targets = [BenchmarkTarget(p, {"variant_id": p.stem}) for p in files]
+    on_device = TIMING.model_copy(update={"clock": "device"})
+    with TelemetrySampler(metric_source("cpu", HOST_FIELDS), interval_s=0.05) as sampler:
+        rows = run_benchmarks(
+            targets, "cpu", sampler, on_device, TELEMETRY, level="all", isolated=True,
+            runner_factory=DeviceClockStandIn,
+        )  # fmt: skip
+    assert [r["status"] for r in rows] == ["ok"] * 2
+    assert [r["clock"] for r in rows] == ["device", "host"]
+    assert all(r["mean_ms"] > 0 and r["n"] == 3 for r in rows)
+
+
+def test_after_one_death_files_of_the_same_operators_go_to_the_host_clock_at_once(tmp_path: Path) -> None:
+    # rnn.onnx kills the device clock; net.onnx has the same operators, so it is not tried there again,
+    # other.onnx (one more operator, a Sigmoid) is
+    rnn, same = small_network(tmp_path / "rnn.onnx"), small_network(tmp_path / "net.onnx")
+    other = onnx.load(str(small_network(tmp_path / "other.onnx")))
+    sigmoid = onnx.helper.make_node("Sigmoid", [other.graph.output[0].name], ["sigmoid_out"])
+    other.graph.node.append(sigmoid)
+    other.graph.output[0].name = "sigmoid_out"
+    onnx.save(other, str(tmp_path / "other.onnx"))
+    targets = [BenchmarkTarget(p, {}) for p in (rnn, same, tmp_path / "other.onnx")]
+    on_device = TIMING.model_copy(update={"clock": "device"})
+    with TelemetrySampler(metric_source("cpu", HOST_FIELDS), interval_s=0.05) as sampler:
+        rows = run_benchmarks(
+            targets, "cpu", sampler, on_device, TELEMETRY, level="all", isolated=True,
+            runner_factory=DeviceClockStandIn,
+        )  # fmt: skip
+    assert [r["clock"] for r in rows] == ["host", "host", "device"]
+
+
+def test_on_the_host_clock_a_file_that_kills_the_process_is_not_timed_again(tmp_path: Path) -> None:
+    target = BenchmarkTarget(small_network(tmp_path / "rnn.onnx"), {})
+    with TelemetrySampler(metric_source("cpu", HOST_FIELDS), interval_s=0.05) as sampler:
+        [row] = run_benchmarks(
+            [target], "cpu", sampler, TIMING, TELEMETRY, isolated=True, runner_factory=aborting_everywhere
+        )
+    assert row["status"] == "error" and row["error"].endswith("the rest went on")
+    assert "host clock" not in row["error"]
+
+
+def aborting_everywhere(path: Path, *args: Any, **kwargs: Any) -> ModelRunner:
+    """A runner that kills the process on any clock."""
+    os.abort()
+
+
+def test_a_file_that_kills_both_clocks_is_an_error_row_that_says_so(tmp_path: Path) -> None:
+    target = BenchmarkTarget(small_network(tmp_path / "rnn.onnx"), {})
+    on_device = TIMING.model_copy(update={"clock": "device"})
+    with TelemetrySampler(metric_source("cpu", HOST_FIELDS), interval_s=0.05) as sampler:
+        [row] = run_benchmarks(
+            [target], "cpu", sampler, on_device, TELEMETRY, isolated=True, runner_factory=aborting_everywhere
+        )
+    assert row["status"] == "error"
+    assert f"exit code {-signal.SIGABRT}), and on the host clock: rnn.onnx: the timing process died" in row["error"]

@@ -20,6 +20,7 @@ from hase_dagster.analysis.design_space import (
     HIGHRES_MAX_ACTIVATION_ELEMENTS,
     MAX_ACTIVATION_ELEMENTS,
     MAX_CELL_MACS,
+    RECURRENT_SIDES,
     WIDE_GROUP_STAGE_WIDTHS,
     WIDE_GROUP_STRIDED_RESOLUTIONS,
     WIDE_GROUP_WIDTH_RANGE,
@@ -364,3 +365,29 @@ def test_an_operators_probe_exports_the_operator_it_is_for_and_runs_in_ort(
             assert any(c.get("dilations") == [p.dilation, p.dilation] for c in convs)
     else:
         assert OPERATOR_OPS[cell, mode] in {n.op_type for n in nodes}
+
+
+def test_the_recurrent_space_draws_lstm_and_gru_layers_over_its_ranges_within_the_caps() -> None:
+    probes = [draw_probe(seed, "recurrent") for seed in range(300)]
+    assert {p.cell for p in probes} == {"recurrent"} and {p.mode for p in probes} == {"lstm", "gru"}
+    assert {p.resolution for p in probes} == set(RECURRENT_SIDES)  # 9 to 1024 steps
+    assert {p.heads for p in probes} == {1, 2, 3} and {p.se for p in probes} == {True, False}
+    assert min(p.out_width for p in probes) < 128 and max(p.out_width for p in probes) > 512
+    assert all(p.cell_macs() <= MAX_CELL_MACS and p.widest_activation() <= MAX_ACTIVATION_ELEMENTS for p in probes)
+
+
+def test_a_recurrent_probe_exports_its_layers_and_runs_in_ort(tmp_path: Path) -> None:
+    seed = next(s for s in range(300) if (p := draw_probe(s, "recurrent")).heads == 2 and p.se)
+    model = ZooModel(name="r", kind="design_probe", seed=seed, probe_space="recurrent")
+    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (2, 1000) and np.isfinite(output).all()
+    layers = [n for n in onnx.load(exported.path).graph.node if n.op_type == p.mode.upper()]
+    assert len(layers) == 2  # one node a layer, both directions in each
+    assert all(
+        onnx.helper.get_attribute_value(a) == b"bidirectional"
+        for n in layers
+        for a in n.attribute
+        if a.name == "direction"
+    )

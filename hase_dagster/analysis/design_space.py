@@ -38,6 +38,8 @@ CBAM's channel-wise mean and max; with the activations those networks use (Leaky
 Mish, Hardtanh). A model made of them was predicted from trees that had never seen the operator (static
 detection names such kernels ``fallback``): a 3-D ResNet's convolutions read as 2-D ones, a transposed one as
 whatever its bytes resembled.
+``recurrent`` draws LSTM and GRU layers alone, over the range recurrent networks use (9-1024 steps, 64-1024
+units, 1-3 layers, one or two directions): the operators space drew four, at 49-784 steps.
 
 Probes are training samples, not architectures a user runs: their family (``design_space``) is
 always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
@@ -99,6 +101,10 @@ OPERATOR_CELLS = ("upsample", "norm", "dilated", "conv1d", "conv3d", "recurrent"
 OPERATOR_CELL_WEIGHTS = (0.22, 0.12, 0.1, 0.12, 0.12, 0.1, 0.1, 0.12)
 OPERATOR_ACTIVATIONS = ("relu", "leaky_relu", "prelu", "elu", "tanh", "softplus", "mish", "hardtanh", "silu", "gelu")
 UPSAMPLE_MODES = ("transpose", "nearest", "bilinear", "pixel_shuffle")
+# The recurrent space: sequence lengths as the side of the token map (9-1024 steps, log-spaced), up to three
+# stacked layers. Language models, taggers, speech and time-series networks run 16-1024 steps of 64-1024 units;
+# on the CUDA EP each step is a small GEMM chain, so a layer's time grows with the steps more than its FLOPs.
+RECURRENT_SIDES = (3, 4, 6, 8, 11, 16, 23, 32)
 # DeepLab's atrous rates (output stride 8 and 16) and WaveNet-style doublings.
 DILATIONS = (2, 4, 6, 8, 12, 18)
 # The spaces held to HIGHRES_MAX_ACTIVATION_ELEMENTS rather than MAX_ACTIVATION_ELEMENTS.
@@ -434,6 +440,13 @@ def _draw_operators(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_recurrent(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    return ProbeSpec(
+        seed, "recurrent", int(rng.choice(RECURRENT_SIDES)), _log_width(rng, 32, 1024), _log_width(rng, 64, 1024),
+        heads=int(rng.choice([1, 1, 2, 3])), se=bool(rng.random() < 0.4), mode=str(rng.choice(["lstm", "gru"])),
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
@@ -446,7 +459,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             ``movement`` (pad, roll, crop, L2 normalisation and patch merge, as windowed attention moves data),
             ``highres`` (dense convolutions on 112 and 224 px maps), ``windows`` (Swin's channels-last pad and
             window partition) or ``operators`` (upsampling, normalisation, dilated, 1-D and 3-D convolutions,
-            recurrent layers, pads and reductions that no other space makes).
+            recurrent layers, pads and reductions that no other space makes) or ``recurrent`` (LSTM and GRU
+            layers only: 9-1024 steps, 64-1024 units, 1-3 layers, one or two directions).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample
@@ -460,6 +474,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "wide_grouped_strided": _draw_wide_grouped_strided,
         "depthwise": _draw_depthwise, "movement": _draw_movement,
         "highres": _draw_highres, "windows": _draw_windows, "operators": _draw_operators,
+        "recurrent": _draw_recurrent,
     }.get(space)  # fmt: skip
     largest = HIGHRES_MAX_ACTIVATION_ELEMENTS if space in HIGHRES_CAP_SPACES else MAX_ACTIVATION_ELEMENTS
     if draw_once is None:

@@ -83,6 +83,7 @@ ProbeSpace = Literal[
     "highres",
     "windows",
     "operators",
+    "recurrent",
 ]
 
 
