@@ -6,7 +6,7 @@ operators (transposed and 1-D / 3-D / dilated convolutions, resizes, pixel shuff
 reflection pads, recurrent layers, LeakyReLU / Tanh / PReLU) are the ones the ``operators`` probe space draws;
 the set is fixed before those probes are measured, and the networks are not drawn from it.
 
-Set P (fixed 2026-11-27 00:59 UTC, after set O was timed on the H100 and before the ``recurrent`` probes are measured
+Set P (fixed 2026-11-27 00:58 UTC, after set O was timed on the H100 and before the ``recurrent`` probes are measured
 or merged, to judge them blind): a CRNN text recogniser (convolutions, then a two-layer bidirectional LSTM), a
 DeepSpeech2-style speech model (2-D convolutions over a spectrogram, three bidirectional GRUs), an LSTM time-series
 forecaster, a bidirectional LSTM sequence-to-sequence encoder, an SRResNet super-resolution generator (PReLU, pixel
