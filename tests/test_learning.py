@@ -554,6 +554,10 @@ def test_the_host_floor_is_the_cheapest_idle_host_clocked_kernels(tmp_path: Path
     store.replace_partition("kernel_benchmarks", {"ep": "cuda"}, gpu)
     assert host_floor_ms(store, "cuda") == 0.0  # device clocks: the GPU time of the kernel alone
     assert host_floor_ms(store, "nowhere") == 0.0
+    # a GPU's LSTM timed on the host clock (the device clock could not) does not make the EP host-clocked
+    with_recurrent = pd.concat([gpu, rows.head(20).assign(ep="cuda", family="LSTM", device="gpu")])
+    store.replace_partition("kernel_benchmarks", {"ep": "cuda"}, with_recurrent)
+    assert host_floor_ms(store, "cuda") == 0.0
 
 
 def test_the_load_at_a_level_is_the_whole_model_benchmarks_background(tmp_path: Path) -> None:

@@ -185,7 +185,10 @@ HOST_FLOOR_QUANTILE = 0.01
 def host_floor_ms(store: Warehouse, ep: str) -> float:
     """The kernel runner's own cost per call in the EP's host-clocked kernel times: the 1st percentile
     of its idle kernel times (the cheapest kernels, Flatten or a 1x1 reorder, are an empty call).
-    0 where the kernels are device-clocked (GPU time of the kernel alone) or none is measured.
+    0 where the kernels are device-clocked (GPU time of the kernel alone) or none is measured. An EP with
+    any device-clocked kernel is device-clocked: its few host-clocked rows are kernels the device clock could
+    not time (ORT's CUDA LSTM and GRU, ``measure.benchmark``), not the EP's way of timing, and their floor
+    would be the cheapest of those, not an empty call.
 
     Args:
         store: the warehouse with the EP's kernel benchmarks.
@@ -194,6 +197,11 @@ def host_floor_ms(store: Warehouse, ep: str) -> float:
     Returns:
         The floor in ms.
     """
+    device_clocked = store.query(
+        "SELECT 1 FROM kernel_benchmarks WHERE ep = ? AND status = 'ok' AND clock LIKE 'device%' LIMIT 1", [ep]
+    )
+    if not device_clocked.empty:
+        return 0.0
     rows = store.query(
         "SELECT mean_ms FROM kernel_benchmarks WHERE ep = ? AND status = 'ok' AND stress_level = 0 "
         "AND clock = 'host' AND mean_ms > 0",
