@@ -609,3 +609,41 @@ def test_a_run_of_many_short_kernels_is_flagged_host_bound_and_a_long_one_is_not
     assert gpu_busy_share(composition, kernels(1.0), None) is None
     host_clocked = Composition(composition.mean_coefficients, composition.p90_coefficients, 0.0, 10, 0.005)
     assert gpu_busy_share(host_clocked, kernels(1.0), TimeSlicing()) is None
+
+
+def test_no_time_slicing_wait_is_charged_on_kernels_whose_loaded_times_hold_it() -> None:
+    # a 10 ms LSTM timed on the host clock (its loaded time holds the co-tenant's slices) and 1 ms of convolutions
+    idle = [
+        KernelPrediction(0, "lstm", "LSTM", "l", 10.0, 10.0, 10.0, False),
+        KernelPrediction(1, "conv", "Conv", "c", 1.0, 1.0, 1.0, False),
+    ]
+    charged = kernel_sums(idle, 100.0, idle, TimeSlicing())
+    spared = kernel_sums(idle, 100.0, idle, TimeSlicing(), wait_included_families=("LSTM",))
+    conv_only = kernel_sums(idle[1:], 100.0, idle[1:], TimeSlicing())
+    assert spared.wait_included_idle_ms == 10.0 and charged.wait_included_idle_ms == 0.0
+    assert spared.timeslice_wait_ms() == conv_only.timeslice_wait_ms()  # the wait of the 1 ms alone
+    assert charged.timeslice_wait_ms()[0] > 3 * spared.timeslice_wait_ms()[0]
+    # the composition keeps the families and reads them back
+    composition = Composition(wait_included_families=("GRU", "LSTM"))
+    assert Composition.from_json(composition.to_json()).wait_included_families == ("GRU", "LSTM")
+    assert Composition.from_json({}).wait_included_families == ()
+
+
+def test_the_host_clocked_families_of_a_device_clocked_ep(tmp_path: Path) -> None:
+    from hase_dagster.learn.training import host_clocked_families
+
+    store = Warehouse(tmp_path / "w.duckdb")
+    base = {"status": "ok", "stress_level": 0.0, "batch_size": 1, "path": "k.onnx", "device": "gpu", "ep": "cuda"}
+    rows = pd.DataFrame(
+        [
+            {**base, "instance_id": "c", "family": "Conv", "mean_ms": 0.1, "clock": "device"},
+            {**base, "instance_id": "l", "family": "LSTM", "mean_ms": 5.0, "clock": "host"},
+            {**base, "instance_id": "g", "family": "GRU", "mean_ms": 4.0, "clock": "host"},
+            {**base, "instance_id": "x", "family": "Pad", "mean_ms": 4.0, "clock": "host", "status": "error"},
+        ]
+    )
+    store.replace_partition("kernel_benchmarks", {"ep": "cuda"}, rows)
+    assert host_clocked_families(store, "cuda") == ("GRU", "LSTM")
+    cpu = rows.assign(ep="cpu", clock="host", device="cpu")
+    store.replace_partition("kernel_benchmarks", {"ep": "cpu"}, cpu)
+    assert host_clocked_families(store, "cpu") == ()  # the CPU's kernels are all host-clocked: the EP's way

@@ -63,6 +63,9 @@ class Sums:
     time_slicing: TimeSlicing | None = None
     # Kernels that stage their arguments in host memory before launch (:func:`host_staged_kernels`).
     host_staged: int = 0
+    # The idle time of kernels whose loaded times already hold the co-tenant's share (the families timed on the
+    # host clock on a device-clocked EP: Composition.wait_included_families); no time-slicing wait is charged on it.
+    wait_included_idle_ms: float = 0.0
 
     def timeslice_wait_ms(self, gpu_share: float = 1.0) -> tuple[float, float]:
         """The mean and p90 wait a run pays to a time-slicing co-tenant, its GPU time taken as
@@ -80,8 +83,9 @@ class Sums:
         return self.time_slicing.expected_wait(min(gpu_ms, ARRIVAL_RUN_MS), self.load_util)[0]
 
     def _wait_gpu_ms(self, gpu_share: float) -> float:
-        """The GPU time the time-slicing wait is charged on: ``gpu_share`` of the idle non-view kernels' sum."""
-        return gpu_share * (self.idle_mean_ms - self.view_idle_ms)
+        """The GPU time the time-slicing wait is charged on: ``gpu_share`` of the idle non-view kernels' sum, less
+        the kernels whose loaded times already hold the wait (``wait_included_idle_ms``)."""
+        return gpu_share * max(0.0, self.idle_mean_ms - self.view_idle_ms - self.wait_included_idle_ms)
 
     def launch_shortfall_ms(self, dispatch_ms: float) -> float:
         """GPU time left idle while the host dispatches kernels shorter than ``dispatch_ms``."""
@@ -374,7 +378,12 @@ class Composition:
     the kernel runner's cost per call, taken off every kernel's time before the terms are summed
     (:func:`kernel_sums`), and the fit uses :func:`host_clock_terms`. ``wait_gpu_share`` is the share of
     the idle sum the time-slicing wait is charged on (:data:`WAIT_GPU_SHARE_CANDIDATES`; 1.0 in a
-    composition fitted before it).
+    composition fitted before it). ``wait_included_families`` are the kernel families whose standalone times
+    were taken on the host clock on a device-clocked EP (ORT's CUDA LSTM and GRU, which the device clock cannot
+    time): a host-clocked kernel's loaded time already holds what the co-tenant's slices cost it, so the
+    time-slicing wait is not charged on them again (:attr:`Sums.wait_included_idle_ms`). On the H100, RNN
+    kernels ran 1.05-1.2x slower at stress 0.5/1.0 and networks made of them 0.7-1.35x, where the wait's terms
+    charged their ms-long runs +40-60% (results/gpu-general/README.md, "Recurrent probes").
     """
 
     mean_coefficients: dict[str, float] | None = None
@@ -383,9 +392,15 @@ class Composition:
     fitted_on: int = 0
     host_floor_ms: float = 0.0
     wait_gpu_share: float = 1.0
+    wait_included_families: tuple[str, ...] = ()
 
     @classmethod
-    def fit(cls, points: list[tuple[Sums, float, float]], host_floor_ms: float = 0.0) -> Composition:
+    def fit(
+        cls,
+        points: list[tuple[Sums, float, float]],
+        host_floor_ms: float = 0.0,
+        wait_included_families: tuple[str, ...] = (),
+    ) -> Composition:
         """``points``: (sums, measured mean ms, measured p90 ms). Fewer than 3 points: identity.
 
         The host dispatch time of the launch-bound term and the GPU share of the time-slicing wait are
@@ -395,12 +410,13 @@ class Composition:
         Args:
             points: the training models, their sums built with the same ``host_floor_ms``.
             host_floor_ms: the runner's cost per call in host-clocked kernel times; 0 for device clocks.
+            wait_included_families: kept for prediction (the points' sums were built with them).
 
         Returns:
             The fitted composition.
         """
         if len(points) < 3:
-            return cls(host_floor_ms=host_floor_ms)
+            return cls(host_floor_ms=host_floor_ms, wait_included_families=wait_included_families)
         sums = [s for s, _, _ in points]
         mean_ms = np.array([m for _, m, _ in points])
         p90_ms = np.array([p for _, _, p in points])
@@ -429,6 +445,7 @@ class Composition:
             len(points),
             host_floor_ms,
             share,
+            wait_included_families,
         )
 
     def apply(self, sums: Sums) -> tuple[float, float]:
@@ -458,6 +475,7 @@ class Composition:
             int(data.get("fitted_on", 0)),
             float(data.get("host_floor_ms", 0.0)),  # compositions fitted before it: device-clock behaviour
             float(data.get("wait_gpu_share", 1.0)),  # compositions fitted before it: the whole idle sum
+            tuple(data.get("wait_included_families", ())),  # compositions fitted before it: none
         )
 
 
@@ -573,6 +591,7 @@ def kernel_sums(
     time_slicing: TimeSlicing | None = None,
     host_floor_ms: float = 0.0,
     host_staged: int = 0,
+    wait_included_families: tuple[str, ...] = (),
 ) -> Sums:
     """The sums composition needs from kernel predictions under a load and at idle.
 
@@ -583,6 +602,8 @@ def kernel_sums(
         time_slicing: the co-tenant's time slicing on a GPU (:func:`time_slicing_of`); None on the CPU.
         host_floor_ms: the runner's cost per call, taken off each host-clocked kernel time (0: none).
         host_staged: the model's host-staged kernels (:func:`host_staged_kernels`).
+        wait_included_families: families whose loaded times already hold the time-slicing wait
+            (:attr:`Composition.wait_included_families`).
 
     Returns:
         The :class:`Sums` of one model under one load.
@@ -600,6 +621,7 @@ def kernel_sums(
         idle_kernel_ms=tuple(p.mean_ms for p in idle if p.family not in VIEW_FAMILIES),
         time_slicing=time_slicing,
         host_staged=host_staged,
+        wait_included_idle_ms=sum(p.mean_ms for p in idle if p.family in wait_included_families),
     )
 
 
@@ -610,14 +632,24 @@ def time_slicing_of(ep: str) -> TimeSlicing | None:
 
 
 def model_sums(
-    regressor: LatencyRegressor, kernels: list[Kernel], load: dict[str, float], host_floor_ms: float = 0.0
+    regressor: LatencyRegressor,
+    kernels: list[Kernel],
+    load: dict[str, float],
+    host_floor_ms: float = 0.0,
+    wait_included_families: tuple[str, ...] = (),
 ) -> tuple[Sums, list[KernelPrediction]]:
     """Kernel predictions under ``load`` and the sums composition needs (with the idle sum), each
     kernel less ``host_floor_ms`` (see :func:`kernel_sums`)."""
     predictions, idle = predict_kernels_under(regressor, kernels, [load, idle_load(regressor, load)])
     util = float(load[regressor.load_fields[0]])
     sums = kernel_sums(
-        predictions, util, idle, time_slicing_of(regressor.ep), host_floor_ms, host_staged_kernels(kernels)
+        predictions,
+        util,
+        idle,
+        time_slicing_of(regressor.ep),
+        host_floor_ms,
+        host_staged_kernels(kernels),
+        wait_included_families,
     )
     return sums, predictions
 
@@ -666,6 +698,7 @@ def predict_model_under(
             slicing,
             composition.host_floor_ms,
             staged,
+            composition.wait_included_families,
         )
         out.append(
             _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, kernels)
@@ -697,7 +730,7 @@ def gpu_busy_share(
     """
     if time_slicing is None or composition.host_floor_ms > 0 or not idle:
         return None
-    sums = kernel_sums(idle, 0.0, idle, time_slicing)
+    sums = kernel_sums(idle, 0.0, idle, time_slicing, wait_included_families=composition.wait_included_families)
     mean, _ = composition.apply(sums)
     busy = sums.idle_mean_ms - sums.view_idle_ms
     return float(min(1.0, busy / mean)) if mean > 0 else None

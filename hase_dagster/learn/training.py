@@ -212,8 +212,36 @@ def host_floor_ms(store: Warehouse, ep: str) -> float:
     return float(rows["mean_ms"].quantile(HOST_FLOOR_QUANTILE))
 
 
+def host_clocked_families(store: Warehouse, ep: str) -> tuple[str, ...]:
+    """The kernel families timed on the host clock on an EP whose other kernels are device-clocked: those the
+    device clock could not time (``measure.benchmark``). Empty on a host-clocked EP (the CPU).
+
+    Args:
+        store: the warehouse with the EP's kernel benchmarks.
+        ep: the execution provider.
+
+    Returns:
+        The families, sorted.
+    """
+    if host_floor_ms(store, ep) > 0:
+        return ()
+    rows = store.query(
+        "SELECT DISTINCT family FROM kernel_benchmarks WHERE ep = ? AND status = 'ok' AND clock = 'host' "
+        "ORDER BY family",
+        [ep],
+    )
+    has_device_rows = not store.query(
+        "SELECT 1 FROM kernel_benchmarks WHERE ep = ? AND status = 'ok' AND clock LIKE 'device%' LIMIT 1", [ep]
+    ).empty
+    return tuple(rows["family"]) if has_device_rows else ()
+
+
 def composition_points(
-    regressor: LatencyRegressor, models: pd.DataFrame, kernels: dict[str, list[Kernel]], floor_ms: float = 0.0
+    regressor: LatencyRegressor,
+    models: pd.DataFrame,
+    kernels: dict[str, list[Kernel]],
+    floor_ms: float = 0.0,
+    wait_included_families: tuple[str, ...] = (),
 ) -> list[tuple[Sums, float, float]]:
     """Each measured model's sums (kernels less ``floor_ms``) with its measured mean and p90."""
     points = []
@@ -221,7 +249,7 @@ def composition_points(
         variant_kernels = kernels.get(row["variant_id"])
         if not variant_kernels:
             continue
-        sums, _ = model_sums(regressor, variant_kernels, background_load(row), floor_ms)
+        sums, _ = model_sums(regressor, variant_kernels, background_load(row), floor_ms, wait_included_families)
         points.append((sums, float(row["mean_ms"]), float(row["p90_ms"])))
     return points
 
@@ -254,13 +282,14 @@ def train_predictor(
     # Design-space probes train the kernels only: hundreds of them would outweigh the real networks
     # the composition is for (fitted on them too, every setting got worse: results/gpu-general).
     floor = host_floor_ms(store, ep)
-    points = composition_points(regressor, networks(models), kernels_by_variant(store, ep), floor)
+    included = host_clocked_families(store, ep)
+    points = composition_points(regressor, networks(models), kernels_by_variant(store, ep), floor, included)
     loads = {level: load_at_level(store, ep, level) for level in sorted({t.stress_level for t in timed_models})}
     points += [
-        (model_sums(regressor, list(t.kernels), loads[t.stress_level], floor)[0], t.mean_ms, t.p90_ms)
+        (model_sums(regressor, list(t.kernels), loads[t.stress_level], floor, included)[0], t.mean_ms, t.p90_ms)
         for t in timed_models
     ]
-    composition = Composition.fit(points, floor)
+    composition = Composition.fit(points, floor, included)
     return Predictor(regressor, composition)
 
 
