@@ -83,15 +83,19 @@ class DeviceClockStandIn:
         return dataclasses.replace(timing, clock=self.clock)
 
 
-def test_a_file_that_kills_the_device_clock_is_timed_on_the_host_clock(tmp_path: Path) -> None:
-    files = [small_network(tmp_path / name) for name in ("net0.onnx", "rnn.onnx")]
+def on_the_stand_in_device_clock(files: list[Path]) -> list[dict[str, Any]]:
+    """``files`` timed in a child on :class:`DeviceClockStandIn`'s device clock."""
     targets = [BenchmarkTarget(p, {"variant_id": p.stem}) for p in files]
     on_device = TIMING.model_copy(update={"clock": "device"})
     with TelemetrySampler(metric_source("cpu", HOST_FIELDS), interval_s=0.05) as sampler:
-        rows = run_benchmarks(
+        return run_benchmarks(
             targets, "cpu", sampler, on_device, TELEMETRY, level="all", isolated=True,
             runner_factory=DeviceClockStandIn,
         )  # fmt: skip
+
+
+def test_a_file_that_kills_the_device_clock_is_timed_on_the_host_clock(tmp_path: Path) -> None:
+    rows = on_the_stand_in_device_clock([small_network(tmp_path / name) for name in ("net0.onnx", "rnn.onnx")])
     assert [r["status"] for r in rows] == ["ok"] * 2
     assert [r["clock"] for r in rows] == ["device", "host"]
     assert all(r["mean_ms"] > 0 and r["n"] == 3 for r in rows)
@@ -106,13 +110,7 @@ def test_after_one_death_files_of_the_same_operators_go_to_the_host_clock_at_onc
     other.graph.node.append(sigmoid)
     other.graph.output[0].name = "sigmoid_out"
     onnx.save(other, str(tmp_path / "other.onnx"))
-    targets = [BenchmarkTarget(p, {}) for p in (rnn, same, tmp_path / "other.onnx")]
-    on_device = TIMING.model_copy(update={"clock": "device"})
-    with TelemetrySampler(metric_source("cpu", HOST_FIELDS), interval_s=0.05) as sampler:
-        rows = run_benchmarks(
-            targets, "cpu", sampler, on_device, TELEMETRY, level="all", isolated=True,
-            runner_factory=DeviceClockStandIn,
-        )  # fmt: skip
+    rows = on_the_stand_in_device_clock([rnn, same, tmp_path / "other.onnx"])
     assert [r["clock"] for r in rows] == ["host", "host", "device"]
 
 
