@@ -623,6 +623,10 @@ def test_no_time_slicing_wait_is_charged_on_kernels_whose_loaded_times_hold_it()
     assert spared.wait_included_idle_ms == 10.0 and charged.wait_included_idle_ms == 0.0
     assert spared.timeslice_wait_ms() == conv_only.timeslice_wait_ms()  # the wait of the 1 ms alone
     assert charged.timeslice_wait_ms()[0] > 3 * spared.timeslice_wait_ms()[0]
+    # under load the LSTM counts at its idle time, the convolution at its loaded one
+    loaded = [replace(p, mean_ms=2 * p.mean_ms) for p in idle]
+    under_load = kernel_sums(loaded, 100.0, idle, TimeSlicing(), wait_included_families=("LSTM",))
+    assert under_load.mean_ms == 10.0 + 2.0 and kernel_sums(loaded, 100.0, idle, TimeSlicing()).mean_ms == 22.0
     # the composition keeps the families and reads them back
     composition = Composition(wait_included_families=("GRU", "LSTM"))
     assert Composition.from_json(composition.to_json()).wait_included_families == ("GRU", "LSTM")
