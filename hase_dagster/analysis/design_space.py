@@ -422,10 +422,7 @@ def _draw_operators(rng: np.random.Generator, seed: int) -> ProbeSpec:
             stride=2 if rng.random() < 0.3 else 1, expand=int(rng.choice([4, 8, 16])), activation="relu", depth=depth,
         )  # fmt: skip
     if cell == "recurrent":  # tokens of the map, as a sequence
-        return ProbeSpec(
-            seed, cell, int(rng.choice([7, 14, 28])), _log_width(rng, 32, 512), _log_width(rng, 32, 512),
-            heads=int(rng.choice([1, 1, 2])), se=bool(rng.random() < 0.3), mode=str(rng.choice(["lstm", "gru"])),
-        )  # fmt: skip
+        return _recurrent_cell(rng, seed, (7, 14, 28), (32, 512), (32, 512), (1, 1, 2), 0.3)
     if cell == "pad":
         return ProbeSpec(
             seed, cell, int(rng.choice([28, 56, 112])), width, out_width, int(rng.choice([3, 3, 5, 7, 9])),
@@ -440,11 +437,26 @@ def _draw_operators(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
-def _draw_recurrent(rng: np.random.Generator, seed: int) -> ProbeSpec:
+def _recurrent_cell(
+    rng: np.random.Generator,
+    seed: int,
+    sides: tuple[int, ...],
+    widths: tuple[int, int],
+    out_widths: tuple[int, int],
+    layers: tuple[int, ...],
+    bidirectional_share: float,
+) -> ProbeSpec:
+    """An LSTM or GRU cell over ``side``^2 tokens, its widths log-uniform in the ranges; ``layers`` drawn from as
+    listed (repeats weigh), two directions with probability ``bidirectional_share``."""
     return ProbeSpec(
-        seed, "recurrent", int(rng.choice(RECURRENT_SIDES)), _log_width(rng, 32, 1024), _log_width(rng, 64, 1024),
-        heads=int(rng.choice([1, 1, 2, 3])), se=bool(rng.random() < 0.4), mode=str(rng.choice(["lstm", "gru"])),
+        seed, "recurrent", int(rng.choice(sides)), _log_width(rng, *widths), _log_width(rng, *out_widths),
+        heads=int(rng.choice(layers)), se=bool(rng.random() < bidirectional_share),
+        mode=str(rng.choice(["lstm", "gru"])),
     )  # fmt: skip
+
+
+def _draw_recurrent(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    return _recurrent_cell(rng, seed, RECURRENT_SIDES, (32, 1024), (64, 1024), (1, 1, 2, 3), 0.4)
 
 
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:

@@ -12,6 +12,14 @@ from hase_dagster.core.errors import HaseError
 from warehouse.store import Warehouse
 
 EXPORT_TABLES = ("model_files", "kernels", "kernel_models", "kernel_benchmarks", "model_benchmarks")
+# Exported tables are committed: zstd at level 9 keeps the H100's kernel benchmarks (35,459 rows, 57 columns)
+# at 3.7 MB against 5.4 MB with pandas' default snappy.
+PARQUET_COMPRESSION = {"compression": "zstd", "compression_level": 9}
+
+
+def write_table(frame: pd.DataFrame, path: Path) -> None:
+    """One exported table as Parquet (exact types, no index), compressed for committing."""
+    frame.to_parquet(path, index=False, **PARQUET_COMPRESSION)
 
 
 def export_tables(
@@ -23,7 +31,7 @@ def export_tables(
     written = []
     for table in tables:
         path = out / f"{table}.parquet"
-        store.query(f"SELECT * FROM {table}").to_parquet(path, index=False)
+        write_table(store.query(f"SELECT * FROM {table}"), path)
         written.append(path)
     return written
 
@@ -126,7 +134,7 @@ def merge_exports(
             if "precision" in merged.columns:
                 # Rows of exports from before the column are fp32, as the warehouse reads them.
                 merged["precision"] = merged["precision"].fillna("fp32")
-            merged.to_parquet(out / f"{table}.parquet", index=False)
+            write_table(merged, out / f"{table}.parquet")
             written[table] = len(merged)
     if not written:
         raise ValueError(f"none of {[str(s) for s in sources]} holds an exported table")

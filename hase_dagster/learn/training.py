@@ -197,10 +197,7 @@ def host_floor_ms(store: Warehouse, ep: str) -> float:
     Returns:
         The floor in ms.
     """
-    device_clocked = store.query(
-        "SELECT 1 FROM kernel_benchmarks WHERE ep = ? AND status = 'ok' AND clock LIKE 'device%' LIMIT 1", [ep]
-    )
-    if not device_clocked.empty:
+    if _has_device_clocked_kernels(store, ep):
         return 0.0
     rows = store.query(
         "SELECT mean_ms FROM kernel_benchmarks WHERE ep = ? AND status = 'ok' AND stress_level = 0 "
@@ -223,17 +220,21 @@ def host_clocked_families(store: Warehouse, ep: str) -> tuple[str, ...]:
     Returns:
         The families, sorted.
     """
-    if host_floor_ms(store, ep) > 0:
+    if not _has_device_clocked_kernels(store, ep):
         return ()
     rows = store.query(
         "SELECT DISTINCT family FROM kernel_benchmarks WHERE ep = ? AND status = 'ok' AND clock = 'host' "
         "ORDER BY family",
         [ep],
     )
-    has_device_rows = not store.query(
+    return tuple(rows["family"])
+
+
+def _has_device_clocked_kernels(store: Warehouse, ep: str) -> bool:
+    """Whether any of the EP's kernels was timed on the device clock (then the EP is device-clocked)."""
+    return not store.query(
         "SELECT 1 FROM kernel_benchmarks WHERE ep = ? AND status = 'ok' AND clock LIKE 'device%' LIMIT 1", [ep]
     ).empty
-    return tuple(rows["family"]) if has_device_rows else ()
 
 
 def composition_points(
