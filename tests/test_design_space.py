@@ -18,6 +18,8 @@ from hase_dagster.analysis.design_space import (
     DILATIONS,
     GROUP_WIDTHS,
     HIGHRES_MAX_ACTIVATION_ELEMENTS,
+    IMAGE_IO_OUT_CHANNELS,
+    IMAGE_IO_RESOLUTIONS,
     MAX_ACTIVATION_ELEMENTS,
     MAX_CELL_MACS,
     RECURRENT_SIDES,
@@ -391,3 +393,41 @@ def test_a_recurrent_probe_exports_its_layers_and_runs_in_ort(tmp_path: Path) ->
         for a in n.attribute
         if a.name == "direction"
     )
+
+
+def test_the_image_io_space_draws_stems_upsamples_and_narrow_outputs_within_the_caps() -> None:
+    probes = [draw_probe(seed, "image_io") for seed in range(300)]
+    assert {p.cell for p in probes} == {"image_io"}
+    assert {p.mode for p in probes} == {"none", "pixel_shuffle", "nearest", "bilinear", "transpose"}
+    assert {p.resolution for p in probes} == set(IMAGE_IO_RESOLUTIONS)
+    assert {p.out_width for p in probes} == set(IMAGE_IO_OUT_CHANNELS)
+    assert {p.stem_kernel for p in probes} == {3, 5, 7, 9} and {p.out_activation for p in probes} == {
+        "tanh", "sigmoid", "none"
+    }  # fmt: skip
+    assert all(p.kernel == 4 for p in probes if p.mode == "transpose")
+    assert all(
+        p.cell_macs() <= MAX_CELL_MACS and p.widest_activation() <= HIGHRES_MAX_ACTIVATION_ELEMENTS for p in probes
+    )
+    # 2x upsampled maps of 448 px are drawn, and the cap holds them to narrow widths
+    assert any(p.resolution == 224 and p.mode != "none" for p in probes)
+    assert draw_probe(10000, "image_io") == draw_probe(10000, "image_io") != draw_probe(10000, "operators")
+
+
+@pytest.mark.parametrize("mode", ["none", "pixel_shuffle", "bilinear", "transpose"])
+def test_an_image_io_probe_runs_its_stem_and_narrow_output_at_full_resolution_in_ort(mode: str, tmp_path: Path) -> None:
+    seed = next(s for s in range(300) if (p := draw_probe(s, "image_io")).mode == mode and p.resolution < 224)
+    model = ZooModel(name="i", kind="design_probe", seed=seed, probe_space="image_io")
+    exported = export_variant(ModelVariant(model, 224, 1), tmp_path, 17)
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (1, 1000) and np.isfinite(output).all()
+    graph = onnx.shape_inference.infer_shapes(onnx.load(exported.path)).graph
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in graph.value_info}
+    convs = [n for n in graph.node if n.op_type in ("Conv", "ConvTranspose")]
+    stem, out = convs[0], convs[-1]
+    kernel = {a.name: onnx.helper.get_attribute_value(a) for a in stem.attribute}["kernel_shape"]
+    # the stem: from 3 channels at the drawn resolution, stride 1, the drawn kernel
+    assert shapes[stem.output[0]] == [1, p.width, p.resolution, p.resolution] and kernel == [p.stem_kernel] * 2
+    side = p.resolution * (1 if mode == "none" else 2)
+    assert shapes[out.output[0]] == [1, p.out_width, side, side]
+    assert out.op_type == ("ConvTranspose" if mode == "transpose" else "Conv")

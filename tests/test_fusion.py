@@ -71,3 +71,21 @@ def test_family_name_rules() -> None:
     assert family_name(["Reshape", "Transpose", "MatMul"], "FusedMatMul") == "Transpose_MatMul"
     assert family_name(["Reshape", "Unsqueeze"], "Reshape") == "Reshape"
     assert family_name([], "ReorderInput") == "ReorderInput"
+
+
+def test_a_fused_sigmoid_conv_with_padded_channels_maps_to_its_ops(tmp_path: Path) -> None:
+    """ORT's NCHWc Conv pads 4 output channels to its block and its fused Sigmoid fills the padding with 0.5, which
+    moves every power sum of the blocked tensor: the map still finds the Conv and the Sigmoid it absorbed."""
+    import torch
+
+    from hase_dagster.analysis.zoo import trace_to_onnx
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, padding=1), torch.nn.Conv2d(32, 4, 3, padding=1))
+    model = torch.nn.Sequential(*model, torch.nn.Sigmoid()).eval()
+    path = tmp_path / "sigmoid_out.onnx"
+    trace_to_onnx(model, torch.randn(1, 3, 32, 32), path, 17)
+    analysis = _analyze(path, tmp_path)
+    assert analysis.fusion.unmapped == []
+    fused = [k for k in analysis.kernels if k.attributes.get("activation") == "Sigmoid"]
+    assert [k.family for k in fused] == ["Conv_Sigmoid"]
+    assert fused[0].absorbed_op_types == ["Conv", "Sigmoid"]

@@ -40,6 +40,13 @@ detection names such kernels ``fallback``): a 3-D ResNet's convolutions read as 
 whatever its bytes resembled.
 ``recurrent`` draws LSTM and GRU layers alone, over the range recurrent networks use (9-1024 steps, 64-1024
 units, 1-3 layers, one or two directions): the operators space drew four, at 49-784 steps.
+``image_io`` draws the two ends of image-to-image networks (super-resolution, style transfer, denoisers, U-Nets,
+GAN generators, depth and segmentation heads), which classifiers never have: a stride-1 stem from 3 channels
+(kernel 3-9) at 56-224 px, an activation on the full-resolution map, an optional 2x upsample (pixel shuffle,
+nearest, bilinear, or a transposed convolution that is itself the output layer) and an output convolution to 1-21
+channels (kernel 1-9) with an optional Tanh or Sigmoid. No table had a convolution of 4 or fewer output channels
+above 28 px: SRResNet's 9x9 output convolution at 256 px ran 63 ms on the CPU, predicted 11 ms, and its PReLUs and
+pixel shuffles at 128-256 px 3-4x their prediction (results/cpu-general/README.md, set P).
 
 Probes are training samples, not architectures a user runs: their family (``design_space``) is
 always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
@@ -107,8 +114,16 @@ UPSAMPLE_MODES = ("transpose", "nearest", "bilinear", "pixel_shuffle")
 RECURRENT_SIDES = (3, 4, 6, 8, 11, 16, 23, 32)
 # DeepLab's atrous rates (output stride 8 and 16) and WaveNet-style doublings.
 DILATIONS = (2, 4, 6, 8, 12, 18)
+# The image_io space: the stem's resolutions (the 224 px image average-pooled down to them first), image channels
+# out (grey, flow, RGB, RGBA, a few and Pascal VOC's 21 classes), the output convolution's kernels, the upsample
+# before it, and the output's activation.
+IMAGE_IO_RESOLUTIONS = (56, 112, 224)
+IMAGE_IO_OUT_CHANNELS = (1, 1, 2, 3, 3, 3, 4, 8, 21)
+IMAGE_IO_KERNELS = (1, 3, 3, 5, 7, 9, 9)
+IMAGE_IO_UPSAMPLES = ("none", "none", "pixel_shuffle", "nearest", "bilinear", "transpose")
+IMAGE_IO_ACTIVATIONS = ("prelu", "prelu", "relu", "leaky_relu", "tanh", "silu", "elu")
 # The spaces held to HIGHRES_MAX_ACTIVATION_ELEMENTS rather than MAX_ACTIVATION_ELEMENTS.
-HIGHRES_CAP_SPACES = frozenset({"highres", "wide_grouped_strided"})
+HIGHRES_CAP_SPACES = frozenset({"highres", "wide_grouped_strided", "image_io"})
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,10 @@ class ProbeSpec:
     pixel_shuffle; ``norm``: group or instance; ``recurrent``: lstm or gru; ``pad``: reflect or replicate;
     ``reduce``: spatial or channel); ``dilation`` is a convolution's dilation, ``groups`` a group norm's groups,
     ``expand`` a ``conv3d`` cell's frames and ``heads`` a ``recurrent`` cell's layers (``se``: bidirectional).
+    An ``image_io`` cell: ``stem_kernel`` is its stem's kernel, ``width`` the stem's channels, ``mode`` the
+    upsample (none, pixel_shuffle, nearest, bilinear or transpose), ``out_width`` and ``kernel`` the output
+    convolution's channels and kernel (transpose: a 4x4 stride-2 transposed convolution is the output layer) and
+    ``out_activation`` its activation (tanh, sigmoid or none).
     """
 
     seed: int
@@ -143,6 +162,8 @@ class ProbeSpec:
     depth: int = 1
     mode: str = ""
     dilation: int = 1
+    stem_kernel: int = 0
+    out_activation: str = ""
 
     @property
     def patch(self) -> int:
@@ -177,6 +198,11 @@ class ProbeSpec:
             return out_r2 * self.width * self.out_width * self.kernel
         if self.cell == "conv3d":
             return self.expand * out_r2 * self.width * self.out_width * 9 * (3 if self.kernel == 3 else 1)
+        if self.cell == "image_io":
+            up = 4 if self.mode != "none" else 1
+            shuffle = r2 * self.width * 4 * self.width * 9 if self.mode == "pixel_shuffle" else 0
+            tail = up * r2 * self.width * self.out_width * (4 if self.mode == "transpose" else self.kernel**2)
+            return r2 * 3 * self.width * self.stem_kernel**2 + shuffle + tail
         if self.cell == "recurrent":
             gates = 4 if self.mode == "lstm" else 3
             return r2 * gates * (self.width + self.out_width) * self.out_width * self.heads * (2 if self.se else 1)
@@ -200,6 +226,8 @@ class ProbeSpec:
             largest = self.expand * self.resolution**2 * max(self.width, self.out_width)
         if self.cell == "recurrent":
             largest = self.resolution**2 * max(self.width, self.out_width * (2 if self.se else 1))
+        if self.cell == "image_io":
+            largest = (4 if self.mode != "none" else 1) * self.resolution**2 * max(self.width, self.out_width)
         return float(largest)
 
     @property
@@ -459,6 +487,16 @@ def _draw_recurrent(rng: np.random.Generator, seed: int) -> ProbeSpec:
     return _recurrent_cell(rng, seed, RECURRENT_SIDES, (32, 1024), (64, 1024), (1, 1, 2, 3), 0.4)
 
 
+def _draw_image_io(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    mode = str(rng.choice(IMAGE_IO_UPSAMPLES))
+    return ProbeSpec(
+        seed, "image_io", int(rng.choice(IMAGE_IO_RESOLUTIONS, p=(0.25, 0.4, 0.35))), _log_width(rng, 16, 256),
+        int(rng.choice(IMAGE_IO_OUT_CHANNELS)), kernel=4 if mode == "transpose" else int(rng.choice(IMAGE_IO_KERNELS)),
+        activation=str(rng.choice(IMAGE_IO_ACTIVATIONS)), mode=mode, stem_kernel=int(rng.choice([3, 5, 7, 9, 9])),
+        out_activation=str(rng.choice(["tanh", "sigmoid", "none", "none"])),
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
@@ -472,7 +510,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             ``highres`` (dense convolutions on 112 and 224 px maps), ``windows`` (Swin's channels-last pad and
             window partition) or ``operators`` (upsampling, normalisation, dilated, 1-D and 3-D convolutions,
             recurrent layers, pads and reductions that no other space makes) or ``recurrent`` (LSTM and GRU
-            layers only: 9-1024 steps, 64-1024 units, 1-3 layers, one or two directions).
+            layers only: 9-1024 steps, 64-1024 units, 1-3 layers, one or two directions) or ``image_io`` (an image
+            network's stride-1 stem and its output convolution to 1-21 channels at 56-448 px, with an upsample).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample
@@ -486,7 +525,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "wide_grouped_strided": _draw_wide_grouped_strided,
         "depthwise": _draw_depthwise, "movement": _draw_movement,
         "highres": _draw_highres, "windows": _draw_windows, "operators": _draw_operators,
-        "recurrent": _draw_recurrent,
+        "recurrent": _draw_recurrent, "image_io": _draw_image_io,
     }.get(space)  # fmt: skip
     largest = HIGHRES_MAX_ACTIVATION_ELEMENTS if space in HIGHRES_CAP_SPACES else MAX_ACTIVATION_ELEMENTS
     if draw_once is None:
@@ -776,6 +815,35 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             y = self.body(x)
             return x + y if self.residual else y
 
+    class ImageIO(nn.Module):
+        """The ``image_io`` probe (ProbeSpec says how): its own stem and output layer; the 224 px image is
+        average-pooled to the stem's resolution first, so every stem runs at stride 1 as image networks' do."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            w, k = spec.width, spec.stem_kernel
+            self.shrink = nn.AvgPool2d(spec.patch) if spec.patch > 1 else nn.Identity()
+            self.stem = nn.Sequential(nn.Conv2d(3, w, k, 1, k // 2), act())
+            if spec.mode == "transpose":
+                self.up: nn.Module = nn.Identity()
+                self.out: nn.Module = nn.ConvTranspose2d(w, spec.out_width, 4, 2, 1)
+            else:
+                if spec.mode == "pixel_shuffle":
+                    self.up = nn.Sequential(nn.Conv2d(w, 4 * w, 3, 1, 1), nn.PixelShuffle(2), act())
+                elif spec.mode in ("nearest", "bilinear"):
+                    self.up = nn.Upsample(
+                        scale_factor=2, mode=spec.mode, **({"align_corners": False} if spec.mode == "bilinear" else {})
+                    )
+                else:
+                    self.up = nn.Identity()
+                self.out = nn.Conv2d(w, spec.out_width, spec.kernel, 1, spec.kernel // 2)
+            finish = {"tanh": nn.Tanh, "sigmoid": nn.Sigmoid}.get(spec.out_activation, nn.Identity)
+            self.finish = finish()
+            self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(spec.out_width, num_classes))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.head(self.finish(self.out(self.up(self.stem(self.shrink(x))))))
+
     class Probe(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -790,4 +858,4 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             return self.head(self.cells(self.stem(x)))
 
     torch.manual_seed(seed)
-    return Probe().eval()
+    return (ImageIO() if spec.cell == "image_io" else Probe()).eval()

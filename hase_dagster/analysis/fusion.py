@@ -284,6 +284,11 @@ def _match_tensors(
         distance = _relative_distance(table, fp)
         candidates = [names[i] for i in np.flatnonzero(distance <= tolerance)]
         if not candidates:
+            padded = _constant_padding_match(
+                fp, optimized_shapes.get(name, ()), original_fp, original_shapes, tolerance
+            )
+            if padded is not None:
+                matches[name] = padded
             continue
         stripped = name.removesuffix("_nchwc")
         if stripped in candidates:
@@ -297,6 +302,50 @@ def _match_tensors(
         closest = [c for c, d in by_name.items() if d <= best + 1e-9]
         matches[name] = min(closest, key=original.position)
     return matches
+
+
+def _constant_padding_match(
+    fp: np.ndarray,
+    shape: tuple[int, ...],
+    original_fp: dict[str, np.ndarray],
+    original_shapes: dict[str, tuple[int, ...]],
+    tolerance: float,
+) -> str | None:
+    """The original tensor an NCHWc tensor holds when its padding channels are not zero.
+
+    ORT's NCHWc layout pads the channels to its block; a fused activation with f(0) != 0 (Sigmoid: 0.5) fills the
+    padding with f(0), which shifts every power sum. An original tensor of the same shape but fewer channels
+    matches when one value v explains the shift of all five sums (v from the first, the rest checked).
+
+    Args:
+        fp: the NCHWc tensor's fingerprint.
+        shape: its shape (channels padded).
+        original_fp: fingerprints of the original graph's tensors.
+        original_shapes: their shapes.
+        tolerance: the relative distance a match may have.
+
+    Returns:
+        The original tensor's name, or None when none matches.
+    """
+    if len(shape) < 2:
+        return None
+    for candidate, candidate_shape in original_shapes.items():
+        if (
+            candidate not in original_fp
+            or len(candidate_shape) != len(shape)
+            or candidate_shape[0] != shape[0]
+            or candidate_shape[2:] != shape[2:]
+            or not 0 < candidate_shape[1] < shape[1]
+        ):
+            continue
+        count = int(np.prod(shape)) - int(np.prod(candidate_shape))
+        value = (fp[0] - original_fp[candidate][0]) / count
+        if abs(value) < 1e-6:
+            continue  # zero padding: the plain match would have found it
+        shift = count * np.array([value, abs(value), value**2, value**3, value**4])
+        if _relative_distance(original_fp[candidate][None, :], fp - shift)[0] <= tolerance:
+            return candidate
+    return None
 
 
 def perturb_degenerate_initializers(model: onnx.ModelProto, seed: int = 0) -> bool:

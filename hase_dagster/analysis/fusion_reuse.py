@@ -25,7 +25,7 @@ from hase_dagster.core.config import OrtOptions
 from hase_dagster.core.ort_runtime import EpName
 
 # Bump when map_fusions changes what it returns: older cached maps are then ignored.
-FUSION_MAP_VERSION = 1
+FUSION_MAP_VERSION = 2
 
 Source = Literal["cached", "twin", "direct"]
 Twin = Callable[[], tuple[Path, OptimizedGraph]]

@@ -84,6 +84,7 @@ ProbeSpace = Literal[
     "windows",
     "operators",
     "recurrent",
+    "image_io",
 ]
 
 

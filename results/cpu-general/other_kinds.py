@@ -14,6 +14,14 @@ shuffles), a pix2pix U-Net generator (instance norms, LeakyReLU, transposed conv
 (gated dilated causal 1-D convolutions) and Tacotron's CBHG (a 1-D convolution bank, highway layers, a bidirectional
 GRU). None is drawn from a probe space.
 
+Set Q (fixed 2026-11-27 03:25 UTC, before the ``image_io`` probes' timings were read on either device, to judge them
+blind): image-to-image networks, whose two ends no classifier has: EDSR-baseline (x2, pixel shuffle), FSRCNN
+(1-channel, PReLU, a 9x9 transposed convolution out), DnCNN (17 layers, 1 channel in and out), a CycleGAN ResNet
+generator (reflection pads, instance norms, 7x7 convolutions in and out, Tanh), a Monodepth2-style depth network
+(ResNet-18 encoder, nearest upsampling, ELU, a 1-channel Sigmoid disparity), a VAE decoder (GroupNorm, SiLU, nearest
+upsampling 32 -> 256 px), a U-Net with bilinear upsampling (1 channel in, a Sigmoid mask out) and a SimpleBaseline
+pose network (ResNet-18, three transposed convolutions, 17 heatmaps).
+
 Each network is exported at each batch size into OUT as ``NAME_iS_bB.onnx`` (S: the input's image size, or the
 sequence length), random weights, opset 17, loaded by ORT on the CPU (and run once at batch 1).
 
@@ -445,6 +453,210 @@ class CBHG(nn.Module):
         return self.gru(y)[0]
 
 
+class EDSR(nn.Module):
+    """Lim et al.'s EDSR-baseline, x2: a 3x3 stem of 64, eight residual blocks without norms (residual scale 0.1), a
+    pixel shuffle up and a 3x3 convolution to RGB."""
+
+    def __init__(self, c: int = 64, blocks: int = 8) -> None:
+        super().__init__()
+        self.head = nn.Conv2d(3, c, 3, padding=1)
+        self.blocks = nn.ModuleList(
+            nn.Sequential(nn.Conv2d(c, c, 3, padding=1), nn.ReLU(), nn.Conv2d(c, c, 3, padding=1))
+            for _ in range(blocks)
+        )
+        self.body_end = nn.Conv2d(c, c, 3, padding=1)
+        self.up = nn.Sequential(nn.Conv2d(c, 4 * c, 3, padding=1), nn.PixelShuffle(2))
+        self.tail = nn.Conv2d(c, 3, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = y = self.head(x)
+        for block in self.blocks:
+            y = y + 0.1 * block(y)
+        return self.tail(self.up(x + self.body_end(y)))
+
+
+class FSRCNN(nn.Module):
+    """Dong et al.'s FSRCNN, x2 on the luma channel: 5x5 feature extraction of 56, a 1x1 shrink to 12, four 3x3
+    maps, a 1x1 expand, PReLUs with a slope per channel, and a 9x9 stride-2 transposed convolution out."""
+
+    def __init__(self, d: int = 56, s: int = 12, m: int = 4) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv2d(1, d, 5, padding=2), nn.PReLU(d), nn.Conv2d(d, s, 1), nn.PReLU(s)]
+        for _ in range(m):
+            layers += [nn.Conv2d(s, s, 3, padding=1), nn.PReLU(s)]
+        layers += [nn.Conv2d(s, d, 1), nn.PReLU(d), nn.ConvTranspose2d(d, 1, 9, 2, 4, 1)]
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x)
+
+
+class DnCNN(nn.Module):
+    """Zhang et al.'s DnCNN for grey images: 17 3x3 layers of 64 (batch norms inside), predicting the noise."""
+
+    def __init__(self, c: int = 64, depth: int = 17) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv2d(1, c, 3, padding=1), nn.ReLU()]
+        for _ in range(depth - 2):
+            layers += [nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU()]
+        layers.append(nn.Conv2d(c, 1, 3, padding=1))
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x - self.body(x)
+
+
+class CycleGANGenerator(nn.Module):
+    """Zhu et al.'s ResNet generator with six blocks (ngf 32): reflection pads, 7x7 convolutions in and out,
+    instance norms, two strided convolutions down, two transposed ones up, Tanh."""
+
+    def __init__(self, c: int = 32, blocks: int = 6) -> None:
+        super().__init__()
+
+        def block(k: int) -> nn.Module:
+            return nn.Sequential(
+                nn.ReflectionPad2d(1), nn.Conv2d(k, k, 3), nn.InstanceNorm2d(k), nn.ReLU(),
+                nn.ReflectionPad2d(1), nn.Conv2d(k, k, 3), nn.InstanceNorm2d(k),
+            )  # fmt: skip
+
+        self.down = nn.Sequential(
+            nn.ReflectionPad2d(3), nn.Conv2d(3, c, 7), nn.InstanceNorm2d(c), nn.ReLU(),
+            nn.Conv2d(c, 2 * c, 3, 2, 1), nn.InstanceNorm2d(2 * c), nn.ReLU(),
+            nn.Conv2d(2 * c, 4 * c, 3, 2, 1), nn.InstanceNorm2d(4 * c), nn.ReLU(),
+        )  # fmt: skip
+        self.blocks = nn.ModuleList(block(4 * c) for _ in range(blocks))
+        self.up = nn.Sequential(
+            nn.ConvTranspose2d(4 * c, 2 * c, 3, 2, 1, 1), nn.InstanceNorm2d(2 * c), nn.ReLU(),
+            nn.ConvTranspose2d(2 * c, c, 3, 2, 1, 1), nn.InstanceNorm2d(c), nn.ReLU(),
+            nn.ReflectionPad2d(3), nn.Conv2d(c, 3, 7), nn.Tanh(),
+        )  # fmt: skip
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.down(x)
+        for block in self.blocks:
+            x = x + block(x)
+        return self.up(x)
+
+
+def _resnet18_stages() -> tuple[nn.Module, nn.ModuleList]:
+    """torchvision's ResNet-18 (random weights) as its stem and four stages."""
+    import torchvision
+
+    net = torchvision.models.resnet18(weights=None)
+    return nn.Sequential(net.conv1, net.bn1, net.relu), nn.ModuleList([
+        nn.Sequential(net.maxpool, net.layer1), net.layer2, net.layer3, net.layer4
+    ])  # fmt: skip
+
+
+class DepthNet(nn.Module):
+    """Monodepth2's depth network: a ResNet-18 encoder; a decoder of 3x3 convolutions with ELU, nearest 2x
+    upsampling and skip concatenation (256 -> 16 channels), and a 3x3 convolution to one Sigmoid disparity."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.stages = _resnet18_stages()
+        skips, widths = (256, 128, 64, 64, 0), (256, 128, 64, 32, 16)
+        c_in = 512
+        self.convs, self.merges = nn.ModuleList(), nn.ModuleList()
+        for skip, width in zip(skips, widths):
+            self.convs.append(nn.Sequential(nn.Conv2d(c_in, width, 3, padding=1), nn.ELU()))
+            self.merges.append(nn.Sequential(nn.Conv2d(width + skip, width, 3, padding=1), nn.ELU()))
+            c_in = width
+        self.disparity = nn.Sequential(nn.Conv2d(16, 1, 3, padding=1), nn.Sigmoid())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        features = [self.stem(x)]
+        for stage in self.stages:
+            features.append(stage(features[-1]))
+        y = features[-1]
+        for i, (conv, merge) in enumerate(zip(self.convs, self.merges)):
+            y = F.interpolate(conv(y), scale_factor=2, mode="nearest")
+            if i < 4:
+                y = torch.cat([y, features[3 - i]], 1)
+            y = merge(y)
+        return self.disparity(y)
+
+
+class VAEDecoder(nn.Module):
+    """A latent-diffusion VAE decoder, small: a 3x3 convolution from 4 latent channels, residual blocks with
+    GroupNorm(32) and SiLU, nearest 2x upsampling three times (32 -> 256 px, 128 -> 32 channels), RGB out."""
+
+    def __init__(self, widths: tuple[int, ...] = (128, 128, 64, 32)) -> None:
+        super().__init__()
+
+        class Res(nn.Module):
+            def __init__(self, c_in: int, c_out: int) -> None:
+                super().__init__()
+                self.body = nn.Sequential(
+                    nn.GroupNorm(32, c_in), nn.SiLU(), nn.Conv2d(c_in, c_out, 3, padding=1),
+                    nn.GroupNorm(32, c_out), nn.SiLU(), nn.Conv2d(c_out, c_out, 3, padding=1),
+                )  # fmt: skip
+                self.skip = nn.Conv2d(c_in, c_out, 1) if c_in != c_out else nn.Identity()
+
+            def forward(self, x: torch.Tensor) -> torch.Tensor:
+                return self.skip(x) + self.body(x)
+
+        self.stem = nn.Conv2d(4, widths[0], 3, padding=1)
+        stages: list[nn.Module] = [Res(widths[0], widths[0])]
+        for c_in, c_out in zip(widths, widths[1:]):
+            stages += [
+                nn.Upsample(scale_factor=2, mode="nearest"),
+                nn.Conv2d(c_in, c_in, 3, padding=1),
+                Res(c_in, c_out),
+            ]
+        self.stages = nn.Sequential(*stages)
+        self.out = nn.Sequential(nn.GroupNorm(32, widths[-1]), nn.SiLU(), nn.Conv2d(widths[-1], 3, 3, padding=1))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.out(self.stages(self.stem(z)))
+
+
+class BilinearUNet(nn.Module):
+    """A U-Net as segmentation code often writes it: four levels of 16-128 channels, bilinear upsampling and a
+    1x1 convolution to one Sigmoid mask, 1 channel in."""
+
+    def __init__(self, c: int = 16) -> None:
+        super().__init__()
+        widths = [c, 2 * c, 4 * c, 8 * c]
+        self.down = nn.ModuleList(
+            [_double_conv(1, widths[0])] + [_double_conv(a, b) for a, b in zip(widths, widths[1:])]
+        )
+        self.merge = nn.ModuleList(_double_conv(b + a, a) for a, b in zip(widths[:-1], widths[1:]))
+        self.head = nn.Conv2d(c, 1, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skips = []
+        for i, block in enumerate(self.down):
+            x = block(F.max_pool2d(x, 2) if i else x)
+            skips.append(x)
+        for i, merge in enumerate(reversed(self.merge)):
+            x = F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
+            x = merge(torch.cat([x, skips[-2 - i]], 1))
+        return torch.sigmoid(self.head(x))
+
+
+class PoseNet(nn.Module):
+    """Xiao et al.'s SimpleBaseline: a ResNet-18 encoder, three 4x4 stride-2 transposed convolutions of 256 (batch
+    norm, ReLU) and a 1x1 convolution to 17 keypoint heatmaps (256 x 192 in, 64 x 48 out)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.stages = _resnet18_stages()
+        layers: list[nn.Module] = []
+        c_in = 512
+        for _ in range(3):
+            layers += [nn.ConvTranspose2d(c_in, 256, 4, 2, 1, bias=False), nn.BatchNorm2d(256), nn.ReLU()]
+            c_in = 256
+        self.deconv = nn.Sequential(*layers)
+        self.heatmaps = nn.Conv2d(256, 17, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for stage in self.stages:
+            x = stage(x)
+        return self.heatmaps(self.deconv(x))
+
+
 def _r3d_18() -> nn.Module:
     import torchvision
 
@@ -474,9 +686,19 @@ NETWORKS: dict[str, tuple[Callable[[], nn.Module], tuple[int, ...], int, int]] =
     "pix2pix": (Pix2PixGenerator, (3, 128, 128), 128, 0),
     "wavenet": (WaveNet, (64, 4000), 4000, 0),
     "cbhg": (CBHG, (128, 200), 200, 0),
+    # set Q
+    "edsr": (EDSR, (3, 96, 96), 96, 0),
+    "fsrcnn": (FSRCNN, (1, 128, 128), 128, 0),
+    "dncnn": (DnCNN, (1, 160, 160), 160, 0),
+    "cyclegan": (CycleGANGenerator, (3, 128, 128), 128, 0),
+    "depthnet": (DepthNet, (3, 192, 256), 192, 0),
+    "vaedec": (VAEDecoder, (4, 32, 32), 32, 0),
+    "unetbilinear": (BilinearUNet, (1, 192, 192), 192, 0),
+    "posenet": (PoseNet, (3, 256, 192), 256, 0),
 }
 SET_O = ("unet", "dcgan", "audioenc", "tcn", "lstmlm", "grutagger", "mixer", "espcn", "fpn", "style", "aspp", "r3d18")
 SET_P = ("crnn", "deepspeech", "forecaster", "seq2seqenc", "srresnet", "pix2pix", "wavenet", "cbhg")
+SET_Q = ("edsr", "fsrcnn", "dncnn", "cyclegan", "depthnet", "vaedec", "unetbilinear", "posenet")
 
 
 def export(name: str, out: Path, batch: int) -> Path:
@@ -498,10 +720,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--batch-sizes", default="1,16,64")
-    parser.add_argument("--only", default=None, help="comma-separated names, or a set: O or P (default: every network)")
+    parser.add_argument(
+        "--only", default=None, help="comma-separated names, or a set: O, P or Q (default: every network)"
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    sets = {"O": SET_O, "P": SET_P}
+    sets = {"O": SET_O, "P": SET_P, "Q": SET_Q}
     names = list(sets.get(args.only) or args.only.split(",")) if args.only else list(NETWORKS)
     unknown = sorted(set(names) - set(NETWORKS))
     if unknown:
