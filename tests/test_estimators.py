@@ -247,3 +247,57 @@ def test_path_rate_feature_takes_each_paths_rate_and_falls_back_to_the_familys(t
     loaded = load_estimator(layout, entry, tmp_path)
     x = as_matrix(queries, ["Pad"], [".Pad"], LOAD)
     assert np.array_equal(loaded.predict(x), model.predict(x))
+
+
+def _recurrent(steps: np.ndarray, batch: int, op: str = "LSTM", load: float = 0.0) -> pd.DataFrame:
+    """Feature rows of synthetic recurrent layers: (1, steps, batch, 64) in, (steps, 1, batch, 128) out."""
+    frame = pd.DataFrame(0.0, index=range(len(steps)), columns=list(NUMERIC_FEATURES))
+    frame["in_d1"], frame["in_d2"], frame["in_d3"] = steps, batch, 64
+    frame["out_d0"], frame["out_d1"], frame["out_d2"], frame["out_d3"] = steps, 1, batch, 128
+    frame["log_flops"] = np.log1p(steps * 2 * batch * 4 * 128 * 192)
+    frame["family"], frame["op"] = op, f".{op}"
+    frame["load_HOST_CPU_UTIL"] = load
+    return frame
+
+
+def _recurrent_truth_ms(steps: np.ndarray, load: float = 0.0) -> np.ndarray:
+    """A host-bound layer: 0.3 ms, 10 us a step, 1.2x under full load."""
+    return (0.3 + 0.010 * steps) * (1 + 0.2 * load / 100)
+
+
+def test_a_recurrent_layer_follows_its_steps_past_the_longest_sequence_trained_on() -> None:
+    families, ops = ["Conv", "LSTM"], [".Conv", ".LSTM"]
+    steps = np.geomspace(9, 256, 30).round()
+    conv_flops = np.geomspace(1e6, 1e9, 60)
+    frame = pd.concat(
+        [_kernels(conv_flops), _recurrent(steps, 1), _recurrent(steps, 16, load=100.0)], ignore_index=True
+    )
+    x = as_matrix(frame, families, ops, LOAD)
+    y = np.log(np.concatenate([_truth_ms(conv_flops), _recurrent_truth_ms(steps), _recurrent_truth_ms(steps, 100.0)]))
+    layout = _layout(families, ops)
+    based = make_estimator("xgboost_recurrent_base", layout).fit(x, y)
+    trees = make_estimator("xgboost", layout).fit(x, y)
+    long = np.array([1024.0, 2048.0])  # 4-8x the longest sequence trained on
+    x_long = as_matrix(_recurrent(long, 1), families, ops, LOAD)
+    based_error = np.abs(np.exp(based.predict(x_long)) / _recurrent_truth_ms(long) - 1)
+    tree_error = np.abs(np.exp(trees.predict(x_long)) / _recurrent_truth_ms(long) - 1)
+    assert based_error.max() < 0.05 and tree_error.min() > 0.5
+    # under full load the layer's fitted slowdown, and the convolutions stay the trees'
+    x_loaded = as_matrix(_recurrent(long, 1, load=100.0), families, ops, LOAD)
+    assert np.allclose(np.exp(based.predict(x_loaded)) / _recurrent_truth_ms(long, 100.0), 1, atol=0.05)
+    x_conv = as_matrix(_kernels(conv_flops[::10]), families, ops, LOAD)
+    assert np.allclose(np.exp(based.predict(x_conv)) / _truth_ms(conv_flops[::10]), 1, atol=0.1)
+
+
+def test_the_recurrent_base_saves_as_data_and_loads_the_same_predictions(tmp_path: Path) -> None:
+    families, ops = ["Conv", "GRU"], [".Conv", ".GRU"]
+    steps = np.geomspace(9, 512, 20).round()
+    frame = pd.concat([_kernels(np.geomspace(1e6, 1e9, 20)), _recurrent(steps, 4, "GRU")], ignore_index=True)
+    x = as_matrix(frame, families, ops, LOAD)
+    y = np.log(np.concatenate([_truth_ms(np.geomspace(1e6, 1e9, 20)), _recurrent_truth_ms(steps)]))
+    layout = _layout(families, ops)
+    model = make_estimator("xgboost_recurrent_base", layout).fit(x, y)
+    entry = model.save(tmp_path, "mean_ms")
+    assert not list(tmp_path.glob("*.pkl")) and entry["kind"] == "xgboost_recurrent_base"
+    loaded = load_estimator(layout, entry, tmp_path)
+    assert np.allclose(loaded.predict(x), model.predict(x))

@@ -10,7 +10,8 @@ Every estimator predicts log(ms) from the feature matrix and saves itself into a
   non-negative coefficients, so it grows linearly past the largest kernel it saw) times an XGBoost
   correction learned on log(measured / base). Trees alone are flat outside the shapes they were
   trained on; the base carries the extrapolation and the trees only the shape-specific residual;
-- :class:`PathRateBoosted`: XGBoost with a feature from each movement path's measured rate.
+- :class:`PathRateBoosted`: XGBoost with a feature from each movement path's measured rate;
+- :class:`RecurrentBaseBoosted`: XGBoost whose LSTM/GRU/RNN rows are a per-step base times the trees' correction.
 """
 
 from __future__ import annotations
@@ -590,6 +591,115 @@ class PathRateBoosted:
         return model
 
 
+# The gates of each recurrent op: its per-step GEMM computes this many blocks of hidden units.
+RECURRENT_GATES: dict[str, int] = {"LSTM": 4, "GRU": 3, "RNN": 1}
+
+
+class RecurrentBaseBoosted:
+    """XGBoost, with a per-step base under its recurrent rows (LSTM, GRU, RNN).
+
+    A recurrent layer runs its steps one after another, each a small GEMM chain: on the CUDA EP its time is a fixed
+    part plus about 10 us a step, nearly the same at batch 1, 16 and 64 (the H100's recurrent probes,
+    results/gpu-general/README.md, "Operators and recurrent probes"); on the CPU the step's FLOPs dominate. Trees
+    fit on 52 layer shapes neither interpolate that across sequence lengths nor extrapolate past them (31% MAPE on
+    shapes held out, results/gpu-general/recurrent-base/report.md). Model, over every recurrent op and load:
+    ``ms = (a + steps x (b + c x step GFLOP)) x (1 + u x load / 100)`` with a, b, c > 0 and u fitted on relative
+    errors (at least :data:`MIN_CLASS_ROWS` recurrent rows, else none), steps = sequence x directions and a step's
+    FLOPs 2 x batch x gates x hidden x (input + hidden). Recurrent rows are predicted by it alone: trees on its
+    residual learned the batch-16 timings' scatter (26.5% on shapes held out). Every other row is plain XGBoost,
+    trained without the recurrent rows.
+    Trained only when asked for by name (not in :data:`KINDS`).
+    """
+
+    kind = "xgboost_recurrent_base"
+
+    def __init__(self, layout: FeatureLayout, n_estimators: int = 800) -> None:
+        self.layout = layout
+        self.pooled = np.zeros(3)  # a (ms), b (ms a step), c (ms a step per step GFLOP)
+        self.load_slope = 0.0  # under load the base runs (1 + slope x load / 100) times longer
+        self.trees = Boosted(n_estimators)
+
+    def _ops(self, x: np.ndarray) -> np.ndarray:
+        """Each row's recurrent op (LSTM, GRU, RNN), or "" for any other kernel."""
+        names = np.array([*(op.rsplit(".", 1)[-1] for op in self.layout.ops), ""], dtype=object)
+        ops = names[self.layout.op_index(x)]
+        return np.where(np.isin(ops, list(RECURRENT_GATES)), ops, "")
+
+    def _design(self, x: np.ndarray, ops: np.ndarray) -> np.ndarray:
+        """(1, steps, steps x step GFLOP) per row, from the input (1, sequence, batch, input) and the first output
+        (sequence or 1, directions, batch, hidden) as the features hold them."""
+        column = self.layout.column
+        steps = np.maximum(column(x, "in_d1"), 1) * np.maximum(column(x, "out_d1"), 1)
+        gates = np.array([RECURRENT_GATES.get(op, 1) for op in ops], dtype=float)
+        hidden = np.maximum(column(x, "out_d3"), 1)
+        step_gflop = 2 * column(x, "in_d2") * gates * hidden * (column(x, "in_d3") + hidden) / 1e9
+        return np.column_stack([np.ones(len(x)), steps, steps * step_gflop])
+
+    def log_base(self, x: np.ndarray) -> np.ndarray:
+        """log(base ms) on recurrent rows, 0 on every other row."""
+        ops = self._ops(x)
+        out = np.zeros(len(x))
+        rows = ops != ""
+        if not rows.any():
+            return out
+        design = self._design(x[rows], ops[rows])
+        base = design @ self.pooled
+        out[rows] = np.log(np.maximum(base, 1e-6))
+        return out
+
+    def _load(self, x: np.ndarray) -> np.ndarray:
+        """The largest load field of each row (utilisation in %), 0 without load fields."""
+        columns = self.layout.load_columns()
+        return x[:, columns].max(axis=1) if columns else np.zeros(len(x))
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> RecurrentBaseBoosted:
+        from scipy.optimize import least_squares  # fitting only
+
+        ops = self._ops(x)
+        recurrent = ops != ""
+        if recurrent.sum() >= MIN_CLASS_ROWS:
+            design, ms, load = (
+                self._design(x[recurrent], ops[recurrent]),
+                np.exp(y[recurrent]),
+                self._load(x[recurrent]),
+            )
+
+            def relative_error(p: np.ndarray) -> np.ndarray:
+                return (design @ np.exp(p[:3])) * (1 + p[3] * load / 100) / ms - 1
+
+            fit = least_squares(relative_error, x0=[np.log(0.1), np.log(0.01), np.log(0.01), 0.1]).x
+            self.pooled, self.load_slope = np.exp(fit[:3]), float(fit[3])
+        others = ~recurrent if self.pooled.any() else np.ones(len(x), dtype=bool)
+        self.trees.fit(x[others], y[others])
+        return self
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        out = self.trees.predict(x)
+        if self.pooled.any():
+            recurrent = self._ops(x) != ""
+            if recurrent.any():
+                load = self._load(x[recurrent])
+                based = self.log_base(x[recurrent]) + np.log(np.maximum(1 + self.load_slope * load / 100, 1e-3))
+                out[recurrent] = based
+        return out
+
+    def save(self, folder: Path, stem: str) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "pooled": _floats(self.pooled),
+            "load_slope": self.load_slope,
+            "trees": self.trees.save(folder, f"{stem}.recurrent"),
+        }
+
+    @classmethod
+    def load(cls, layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> RecurrentBaseBoosted:
+        model = cls(layout)
+        model.pooled = np.array(entry["pooled"], dtype=float)
+        model.load_slope = float(entry["load_slope"])
+        model.trees = Boosted.load(layout, entry["trees"], folder)
+        return model
+
+
 def _medians_by(codes: np.ndarray, values: np.ndarray, rows: np.ndarray) -> dict[int, float]:
     """The median of ``values`` per code among ``rows``, for codes with at least :data:`MIN_PATH_ROWS` rows."""
     medians = {}
@@ -605,7 +715,7 @@ MIN_PATH_ROWS = 5
 # The kinds train_regressor compares when none is asked for.
 KINDS: tuple[str, ...] = ("flops_baseline", "random_forest", "xgboost", "roofline_xgboost")
 # Every kind there is: the compared ones and those trained only when asked for by name.
-ALL_KINDS: tuple[str, ...] = (*KINDS, PathRateBoosted.kind)
+ALL_KINDS: tuple[str, ...] = (*KINDS, PathRateBoosted.kind, RecurrentBaseBoosted.kind)
 
 
 def make_estimator(kind: str, layout: FeatureLayout) -> Estimator:
@@ -620,6 +730,8 @@ def make_estimator(kind: str, layout: FeatureLayout) -> Estimator:
         return RooflineResidual(layout)
     if kind == PathRateBoosted.kind:
         return PathRateBoosted(layout)
+    if kind == RecurrentBaseBoosted.kind:
+        return RecurrentBaseBoosted(layout)
     raise ValueError(f"unknown regressor kind {kind!r}; known: {', '.join(ALL_KINDS)}")
 
 
@@ -631,6 +743,7 @@ def load_estimator(layout: FeatureLayout, entry: dict[str, Any], folder: Path) -
         "xgboost": Boosted.load,
         "roofline_xgboost": RooflineResidual.load,
         PathRateBoosted.kind: PathRateBoosted.load,
+        RecurrentBaseBoosted.kind: RecurrentBaseBoosted.load,
     }
     kind = str(entry.get("kind"))
     if kind not in loaders:

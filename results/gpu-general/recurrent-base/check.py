@@ -1,6 +1,7 @@
-"""How well the H100 kernel regressor's trees and a log-linear per-step model predict LSTM/GRU kernels whose shape
-they never saw: the recurrent kernels' shapes (op, steps, input, hidden, directions) in four folds; each fold's rows
-(every batch and level) predicted by a regressor trained on every other row of the tables. Prints markdown.
+"""How well the H100 kernel regressor's trees, a per-step model (``xgboost_recurrent_base``) and a log-linear
+per-step model predict LSTM/GRU kernels whose shape they never saw: the recurrent kernels' shapes (op, steps,
+input, hidden, directions) in four folds; each fold's rows (every batch and level) predicted by a regressor trained
+on every other row of the tables. Prints markdown.
 
     .venv/bin/python results/gpu-general/recurrent-base/check.py results/gpu-general/tables > REPORT.md
 """
@@ -54,20 +55,28 @@ def main() -> int:
     fold_of = {name: i % 4 for i, name in enumerate(np.random.default_rng(0).permutation(names))}
     fields = load_fields_for("cuda", rows)
     measured = rows.loc[recurrent, "mean_ms"].to_numpy()
-    trees, linear = np.zeros(recurrent.sum()), np.zeros(recurrent.sum())
+    trees, based, linear = np.zeros(recurrent.sum()), np.zeros(recurrent.sum()), np.zeros(recurrent.sum())
     folds = key.map(fold_of).to_numpy()
     for fold in range(4):
         out = rows.index[recurrent][folds == fold]
         train = rows.drop(index=out)
         regressor = _train("xgboost", feature_frame(train, train, fields), train, "cuda", fields, ("mean_ms",))
         trees[folds == fold] = regressor.predict(feature_frame(rows.loc[out], rows.loc[out], fields))["mean_ms"]
+        regressor = _train(
+            "xgboost_recurrent_base", feature_frame(train, train, fields), train, "cuda", fields, ("mean_ms",)
+        )
+        based[folds == fold] = regressor.predict(feature_frame(rows.loc[out], rows.loc[out], fields))["mean_ms"]
         kept = train[train.op_type.isin(RECURRENT)]
         coef, *_ = np.linalg.lstsq(log_linear_design(shapes(kept)), np.log(kept.mean_ms), rcond=None)
         linear[folds == fold] = np.exp(log_linear_design(s[folds == fold]) @ coef)
     print(f"# LSTM/GRU kernels, one shape out (4 folds of {len(names)} shapes, {recurrent.sum()} rows)\n")
     print("| predictor | MAPE | within +-10% | within +-25% | median signed |")
     print("|---|---|---|---|---|")
-    for name, predicted in (("kernel regressor (xgboost)", trees), ("log-linear in log steps, units, batch", linear)):
+    for name, predicted in (
+        ("kernel regressor (xgboost)", trees),
+        ("a per-step model (xgboost_recurrent_base)", based),
+        ("log-linear in log steps, units, batch", linear),
+    ):
         error = predicted / measured - 1
         print(
             f"| {name} | {100 * np.mean(np.abs(error)):.1f}% | {100 * np.mean(np.abs(error) <= 0.1):.0f}% | "
