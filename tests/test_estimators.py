@@ -265,7 +265,8 @@ def _recurrent_truth_ms(steps: np.ndarray, load: float = 0.0) -> np.ndarray:
     return (0.3 + 0.010 * steps) * (1 + 0.2 * load / 100)
 
 
-def test_a_recurrent_layer_follows_its_steps_past_the_longest_sequence_trained_on() -> None:
+@pytest.mark.parametrize("kind", ["xgboost_recurrent_base", "roofline_xgboost_recurrent_base"])
+def test_a_recurrent_layer_follows_its_steps_past_the_longest_sequence_trained_on(kind: str) -> None:
     families, ops = ["Conv", "LSTM"], [".Conv", ".LSTM"]
     steps = np.geomspace(9, 256, 30).round()
     conv_flops = np.geomspace(1e6, 1e9, 60)
@@ -275,8 +276,9 @@ def test_a_recurrent_layer_follows_its_steps_past_the_longest_sequence_trained_o
     x = as_matrix(frame, families, ops, LOAD)
     y = np.log(np.concatenate([_truth_ms(conv_flops), _recurrent_truth_ms(steps), _recurrent_truth_ms(steps, 100.0)]))
     layout = _layout(families, ops)
-    based = make_estimator("xgboost_recurrent_base", layout).fit(x, y)
+    based = make_estimator(kind, layout).fit(x, y)
     trees = make_estimator("xgboost", layout).fit(x, y)
+    assert based.kind == kind
     long = np.array([1024.0, 2048.0])  # 4-8x the longest sequence trained on
     x_long = as_matrix(_recurrent(long, 1), families, ops, LOAD)
     based_error = np.abs(np.exp(based.predict(x_long)) / _recurrent_truth_ms(long) - 1)
@@ -299,5 +301,6 @@ def test_the_recurrent_base_saves_as_data_and_loads_the_same_predictions(tmp_pat
     model = make_estimator("xgboost_recurrent_base", layout).fit(x, y)
     entry = model.save(tmp_path, "mean_ms")
     assert not list(tmp_path.glob("*.pkl")) and entry["kind"] == "xgboost_recurrent_base"
+    assert entry["trees"]["kind"] == "xgboost"  # the rest, saved as its own kind
     loaded = load_estimator(layout, entry, tmp_path)
     assert np.allclose(loaded.predict(x), model.predict(x))

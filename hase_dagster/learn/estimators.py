@@ -596,7 +596,7 @@ RECURRENT_GATES: dict[str, int] = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 
 class RecurrentBaseBoosted:
-    """XGBoost, with a per-step base under its recurrent rows (LSTM, GRU, RNN).
+    """XGBoost (or the roofline's XGBoost), with a per-step model for its recurrent rows (LSTM, GRU, RNN).
 
     A recurrent layer runs its steps one after another, each a small GEMM chain: on the CUDA EP its time is a fixed
     part plus about 10 us a step, nearly the same at batch 1, 16 and 64 (the H100's recurrent probes,
@@ -606,18 +606,17 @@ class RecurrentBaseBoosted:
     ``ms = (a + steps x (b + c x step GFLOP)) x (1 + u x load / 100)`` with a, b, c > 0 and u fitted on relative
     errors (at least :data:`MIN_CLASS_ROWS` recurrent rows, else none), steps = sequence x directions and a step's
     FLOPs 2 x batch x gates x hidden x (input + hidden). Recurrent rows are predicted by it alone: trees on its
-    residual learned the batch-16 timings' scatter (26.5% on shapes held out). Every other row is plain XGBoost,
-    trained without the recurrent rows.
-    Trained only when asked for by name (not in :data:`KINDS`).
+    residual learned the batch-16 timings' scatter (26.5% on shapes held out). Every other row is the ``rest``
+    estimator (XGBoost, kind ``xgboost_recurrent_base``; the roofline's, ``roofline_xgboost_recurrent_base``), trained
+    without the recurrent rows. Trained only when asked for by name (not in :data:`KINDS`).
     """
 
-    kind = "xgboost_recurrent_base"
-
-    def __init__(self, layout: FeatureLayout, n_estimators: int = 800) -> None:
+    def __init__(self, layout: FeatureLayout, rest: Estimator | None = None) -> None:
         self.layout = layout
         self.pooled = np.zeros(3)  # a (ms), b (ms a step), c (ms a step per step GFLOP)
         self.load_slope = 0.0  # under load the base runs (1 + slope x load / 100) times longer
-        self.trees = Boosted(n_estimators)
+        self.trees: Estimator = rest if rest is not None else Boosted()
+        self.kind = f"{self.trees.kind}_recurrent_base"
 
     def _ops(self, x: np.ndarray) -> np.ndarray:
         """Each row's recurrent op (LSTM, GRU, RNN), or "" for any other kernel."""
@@ -693,10 +692,9 @@ class RecurrentBaseBoosted:
 
     @classmethod
     def load(cls, layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> RecurrentBaseBoosted:
-        model = cls(layout)
+        model = cls(layout, load_estimator(layout, entry["trees"], folder))
         model.pooled = np.array(entry["pooled"], dtype=float)
         model.load_slope = float(entry["load_slope"])
-        model.trees = Boosted.load(layout, entry["trees"], folder)
         return model
 
 
@@ -715,7 +713,12 @@ MIN_PATH_ROWS = 5
 # The kinds train_regressor compares when none is asked for.
 KINDS: tuple[str, ...] = ("flops_baseline", "random_forest", "xgboost", "roofline_xgboost")
 # Every kind there is: the compared ones and those trained only when asked for by name.
-ALL_KINDS: tuple[str, ...] = (*KINDS, PathRateBoosted.kind, RecurrentBaseBoosted.kind)
+# Kinds whose LSTM/GRU/RNN rows a per-step model predicts (RecurrentBaseBoosted), by the kind of the rest.
+RECURRENT_BASE_KINDS: dict[str, str] = {
+    "xgboost_recurrent_base": "xgboost",
+    "roofline_xgboost_recurrent_base": "roofline_xgboost",
+}
+ALL_KINDS: tuple[str, ...] = (*KINDS, PathRateBoosted.kind, *RECURRENT_BASE_KINDS)
 
 
 def make_estimator(kind: str, layout: FeatureLayout) -> Estimator:
@@ -730,8 +733,8 @@ def make_estimator(kind: str, layout: FeatureLayout) -> Estimator:
         return RooflineResidual(layout)
     if kind == PathRateBoosted.kind:
         return PathRateBoosted(layout)
-    if kind == RecurrentBaseBoosted.kind:
-        return RecurrentBaseBoosted(layout)
+    if kind in RECURRENT_BASE_KINDS:
+        return RecurrentBaseBoosted(layout, make_estimator(RECURRENT_BASE_KINDS[kind], layout))
     raise ValueError(f"unknown regressor kind {kind!r}; known: {', '.join(ALL_KINDS)}")
 
 
@@ -743,7 +746,7 @@ def load_estimator(layout: FeatureLayout, entry: dict[str, Any], folder: Path) -
         "xgboost": Boosted.load,
         "roofline_xgboost": RooflineResidual.load,
         PathRateBoosted.kind: PathRateBoosted.load,
-        RecurrentBaseBoosted.kind: RecurrentBaseBoosted.load,
+        **dict.fromkeys(RECURRENT_BASE_KINDS, RecurrentBaseBoosted.load),
     }
     kind = str(entry.get("kind"))
     if kind not in loaders:
