@@ -329,6 +329,7 @@ def _constant_padding_match(
     """
     if len(shape) < 2:
         return None
+    elements = int(np.prod(shape))
     for candidate, candidate_shape in original_shapes.items():
         if (
             candidate not in original_fp
@@ -338,7 +339,7 @@ def _constant_padding_match(
             or not 0 < candidate_shape[1] < shape[1]
         ):
             continue
-        count = int(np.prod(shape)) - int(np.prod(candidate_shape))
+        count = elements - int(np.prod(candidate_shape))
         value = (fp[0] - original_fp[candidate][0]) / count
         if abs(value) < 1e-6:
             continue  # zero padding: the plain match would have found it

@@ -67,6 +67,11 @@ class FeatureLayout:
     def load_columns(self) -> list[int]:
         return [i for name, i in self.columns.items() if name.startswith("load_")]
 
+    def max_load(self, x: np.ndarray) -> np.ndarray:
+        """The largest load field of each row (utilisation in %), 0 without load fields."""
+        columns = self.load_columns()
+        return x[:, columns].max(axis=1) if columns else np.zeros(len(x))
+
     def to_json(self) -> dict[str, Any]:
         return {"columns": self.columns, "n_numeric": self.n_numeric, "families": self.families, "ops": self.ops}
 
@@ -465,7 +470,7 @@ class RooflineResidual:
         ms = np.exp(y)
         design = self._design(x)
         # The base is the idle device's roofline: rows under load would teach it the wait.
-        load = x[:, self.layout.load_columns()].max(axis=1) if self.layout.load_columns() else np.zeros(len(x))
+        load = self.layout.max_load(x)
         idle = load <= load.min() + 10.0  # load fields are utilisation in %
         if idle.sum() < MIN_CLASS_ROWS:
             idle = np.ones(len(x), dtype=bool)
@@ -634,22 +639,11 @@ class RecurrentBaseBoosted:
         step_gflop = 2 * column(x, "in_d2") * gates * hidden * (column(x, "in_d3") + hidden) / 1e9
         return np.column_stack([np.ones(len(x)), steps, steps * step_gflop])
 
-    def log_base(self, x: np.ndarray) -> np.ndarray:
-        """log(base ms) on recurrent rows, 0 on every other row."""
-        ops = self._ops(x)
-        out = np.zeros(len(x))
-        rows = ops != ""
-        if not rows.any():
-            return out
-        design = self._design(x[rows], ops[rows])
-        base = design @ self.pooled
-        out[rows] = np.log(np.maximum(base, 1e-6))
-        return out
-
-    def _load(self, x: np.ndarray) -> np.ndarray:
-        """The largest load field of each row (utilisation in %), 0 without load fields."""
-        columns = self.layout.load_columns()
-        return x[:, columns].max(axis=1) if columns else np.zeros(len(x))
+    def _log_ms(self, x: np.ndarray, ops: np.ndarray) -> np.ndarray:
+        """log(ms) the fitted model gives recurrent rows ``x`` of ``ops`` under their load."""
+        base = self._design(x, ops) @ self.pooled
+        slowdown = 1 + self.load_slope * self.layout.max_load(x) / 100
+        return np.log(np.maximum(base, 1e-6)) + np.log(np.maximum(slowdown, 1e-3))
 
     def fit(self, x: np.ndarray, y: np.ndarray) -> RecurrentBaseBoosted:
         from scipy.optimize import least_squares  # fitting only
@@ -660,7 +654,7 @@ class RecurrentBaseBoosted:
             design, ms, load = (
                 self._design(x[recurrent], ops[recurrent]),
                 np.exp(y[recurrent]),
-                self._load(x[recurrent]),
+                self.layout.max_load(x[recurrent]),
             )
 
             def relative_error(p: np.ndarray) -> np.ndarray:
@@ -675,11 +669,10 @@ class RecurrentBaseBoosted:
     def predict(self, x: np.ndarray) -> np.ndarray:
         out = self.trees.predict(x)
         if self.pooled.any():
-            recurrent = self._ops(x) != ""
+            ops = self._ops(x)
+            recurrent = ops != ""
             if recurrent.any():
-                load = self._load(x[recurrent])
-                based = self.log_base(x[recurrent]) + np.log(np.maximum(1 + self.load_slope * load / 100, 1e-3))
-                out[recurrent] = based
+                out[recurrent] = self._log_ms(x[recurrent], ops[recurrent])
         return out
 
     def save(self, folder: Path, stem: str) -> dict[str, Any]:
