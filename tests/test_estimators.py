@@ -304,3 +304,33 @@ def test_the_recurrent_base_saves_as_data_and_loads_the_same_predictions(tmp_pat
     assert entry["trees"]["kind"] == "xgboost"  # the rest, saved as its own kind
     loaded = load_estimator(layout, entry, tmp_path)
     assert np.allclose(loaded.predict(x), model.predict(x))
+
+
+def _se_scale(small_first: bool) -> dict[str, object]:
+    """EfficientNet's squeeze-excitation scale: a map times per-channel weights, in either operand order."""
+    x = {"name": "x", "dtype": "float", "shape": [64, 32, 112, 112], "weight": False}
+    s = {"name": "s", "dtype": "float", "shape": [64, 32, 1, 1], "weight": False}
+    return {"family": "Mul", "op_type": "Mul", "inputs": [s, x] if small_first else [x, s],
+            "outputs": [{"shape": [64, 32, 112, 112]}], "flops": 64 * 32 * 112 * 112}  # fmt: skip
+
+
+def test_a_broadcasting_elementwise_op_reads_its_largest_operand_first() -> None:
+    # ``s * x`` and ``x * s`` run the same kernel at the same speed: the same features
+    assert kernel_features(_se_scale(True)) == kernel_features(_se_scale(False))
+    assert kernel_features(_se_scale(True))["in_d3"] == 112
+    # in graph order (how regressors saved before the choice read them) the small operand came first
+    assert kernel_features(_se_scale(True), "graph")["in_d3"] == 1
+    assert kernel_features(_se_scale(True), "graph") != kernel_features(_se_scale(False), "graph")
+    # an op whose operands are not elementwise keeps the graph's order
+    matmul = {"family": "MatMul", "op_type": "MatMul", "outputs": [{"shape": [8, 512]}],
+              "inputs": [{"name": "a", "shape": [8, 64]}, {"name": "b", "shape": [64, 512]}]}  # fmt: skip
+    assert kernel_features(matmul)["in_d3"] == 64
+
+
+def test_a_layout_saved_without_an_operand_order_reads_operands_in_graph_order() -> None:
+    layout = _layout(["Mul"], [".Mul"])
+    assert FeatureLayout.from_json(layout.to_json()).operand_order == "largest_first"
+    old = {k: v for k, v in layout.to_json().items() if k != "operand_order"}
+    assert FeatureLayout.from_json(old).operand_order == "graph"
+    with pytest.raises(HaseError, match="operand order 'smallest_first'"):
+        FeatureLayout.from_json({**old, "operand_order": "smallest_first"})

@@ -23,6 +23,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from hase_dagster.core.errors import HaseError
+from hase_dagster.learn.features import OPERAND_ORDERS
+
 # Clip log predictions: a linear model can extrapolate wildly.
 LOG_MS_RANGE = (-12.0, 12.0)
 
@@ -40,11 +43,21 @@ class Estimator(Protocol):
 class FeatureLayout:
     """Where the named numeric columns and the one-hot family/op blocks sit in the matrix."""
 
-    def __init__(self, columns: dict[str, int], n_numeric: int, families: list[str], ops: list[str]) -> None:
+    def __init__(
+        self,
+        columns: dict[str, int],
+        n_numeric: int,
+        families: list[str],
+        ops: list[str],
+        operand_order: str = "largest_first",
+    ) -> None:
         self.columns = columns
         self.n_numeric = n_numeric
         self.families = families
         self.ops = ops
+        # How the features read a kernel's operands (features.OPERAND_ORDERS): a prediction reads them as
+        # the training did.
+        self.operand_order = operand_order
 
     @staticmethod
     def _hot_index(hot: np.ndarray) -> np.ndarray:
@@ -73,15 +86,28 @@ class FeatureLayout:
         return x[:, columns].max(axis=1) if columns else np.zeros(len(x))
 
     def to_json(self) -> dict[str, Any]:
-        return {"columns": self.columns, "n_numeric": self.n_numeric, "families": self.families, "ops": self.ops}
+        return {
+            "columns": self.columns,
+            "n_numeric": self.n_numeric,
+            "families": self.families,
+            "ops": self.ops,
+            "operand_order": self.operand_order,
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FeatureLayout:
+        """The layout a :meth:`to_json` entry describes; one saved before the operand order was recorded read
+        its operands in graph order."""
+        order = str(data.get("operand_order", "graph"))
+        if order not in OPERAND_ORDERS:
+            known = ", ".join(OPERAND_ORDERS)
+            raise HaseError(f"feature layout names operand order {order!r}; this Hase knows {known}")
         return cls(
             {k: int(v) for k, v in data["columns"].items()},
             int(data["n_numeric"]),
             list(data["families"]),
             list(data["ops"]),
+            order,
         )
 
 

@@ -53,6 +53,19 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     *(PRECISION_FEATURES := ("elem_bytes", "weight_elem_bytes", "precision_fp16", "precision_int8")),
 )
 CATEGORICAL_FEATURES: tuple[str, ...] = ("family", "op")
+# ONNX's broadcasting elementwise ops: ORT's CUDA and CPU kernels stream the larger operand and broadcast the
+# smaller from either side at the same speed (on the H100 a [64,32,112,112] x [64,32,1,1] Mul and its
+# operands swapped both ran 2.8 TB/s), so the graph's operand order says nothing about the work. Their
+# features read the operands largest first (:data:`OPERAND_ORDERS`): read in graph order, EfficientNet's
+# SE scale (``s * x``, the small operand first) looked like a broadcast to a larger map and was predicted
+# 2-3x slow by trees that had only seen ``x * s``.
+BROADCAST_ELEMENTWISE_OPS: frozenset[str] = frozenset(
+    {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Sum", "Mean", "PRelu", "Equal", "Greater", "Less",
+     "GreaterOrEqual", "LessOrEqual", "And", "Or", "Xor", "Mod", "BitShift"}
+)  # fmt: skip
+# How kernel_features orders activation operands: "graph" as the graph has them (regressors saved before
+# the order was a choice), "largest_first" for BROADCAST_ELEMENTWISE_OPS (every regressor trained since).
+OPERAND_ORDERS: tuple[str, ...] = ("graph", "largest_first")
 # Integer vectors up to this many elements are a kernel's parameters (pads, shape, axes, starts, repeats),
 # whether an initializer holds them or a constant subgraph computes them: ORT reads them on the host.
 SHAPE_OPERAND_MAX = 16
@@ -75,8 +88,11 @@ def is_shape_operand(tensor: Mapping[str, Any]) -> bool:
     return str(tensor.get("dtype", "")) in ("int64", "int32") and len(shape) <= 1 and prod(shape) <= SHAPE_OPERAND_MAX
 
 
-def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
+def kernel_features(kernel: Mapping[str, Any], operand_order: str = "largest_first") -> dict[str, Any]:
     """Features of one kernel from catalog-style fields (``inputs``/``inputs_json`` etc.).
+
+    ``operand_order`` (:data:`OPERAND_ORDERS`) says which activation is the first input whose dims the
+    features read: with "largest_first" a broadcasting elementwise op's largest operand.
 
     A shape operand (:func:`is_shape_operand`) counts as a weight whether or not the graph holds it as one:
     the tables' kernels, read from ORT's optimised graphs, have them folded into initializers, while static
@@ -96,6 +112,8 @@ def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
             computed_parameter_bytes += prod(t["shape"]) * element_bytes(str(t["dtype"]))
         else:
             activations.append(t)
+    if operand_order == "largest_first" and kernel.get("op_type") in BROADCAST_ELEMENTWISE_OPS:
+        activations.sort(key=lambda t: -prod(t["shape"]))  # stable: equal sizes keep the graph's order
     first_in = activations[0]["shape"] if activations else []
     first_out = outputs[0]["shape"] if outputs else []
     kernel_shape = list(attributes.get("kernel_shape", [])) if isinstance(attributes.get("kernel_shape"), list) else []
@@ -142,17 +160,20 @@ def kernel_features(kernel: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def feature_frame(
-    kernels: pd.DataFrame | list[Mapping[str, Any]], load: pd.DataFrame | Mapping[str, float], load_fields: list[str]
+    kernels: pd.DataFrame | list[Mapping[str, Any]],
+    load: pd.DataFrame | Mapping[str, float],
+    load_fields: list[str],
+    operand_order: str = "largest_first",
 ) -> pd.DataFrame:
     """Kernel features plus one ``load_<field>`` column per load field.
 
     ``load`` is either one mapping applied to every kernel (prediction) or a frame with one row per
-    kernel holding ``bg_<field>`` columns (training rows).
+    kernel holding ``bg_<field>`` columns (training rows). ``operand_order`` as in :func:`kernel_features`.
     """
     import pandas as pd
 
     records = kernels.to_dict("records") if isinstance(kernels, pd.DataFrame) else list(kernels)
-    frame = pd.DataFrame([kernel_features(k) for k in records])
+    frame = pd.DataFrame([kernel_features(k, operand_order) for k in records])
     for field in load_fields:
         if isinstance(load, pd.DataFrame):
             frame[f"load_{field}"] = load[f"bg_{field}"].to_numpy(dtype=float)
@@ -190,13 +211,15 @@ def feature_matrix(
     ops: list[str],
     load_fields: list[str],
     numeric: Sequence[str] | None = None,
+    operand_order: str = "largest_first",
 ) -> np.ndarray:
     """The matrix :func:`as_matrix` makes of :func:`feature_frame` for these kernels, without pandas:
     one block of rows per load in ``loads`` (every kernel under the first load, then under the
     second...), so a prediction under several loads computes each kernel's features once.
-    ``numeric`` as in :func:`as_matrix` (its ``load_`` columns come after the others)."""
+    ``numeric`` as in :func:`as_matrix` (its ``load_`` columns come after the others), ``operand_order`` as
+    in :func:`kernel_features`."""
     names = [n for n in (numeric or numeric_columns(load_fields)) if not n.startswith("load_")]
-    features = [kernel_features(k) for k in kernels]
+    features = [kernel_features(k, operand_order) for k in kernels]
     shape = np.array([[f[name] for name in names] for f in features], dtype=float).reshape(len(features), len(names))
     family_hot = np.array([f["family"] for f in features], dtype=object)[:, None] == np.array(families)[None, :]
     op_hot = np.array([f["op"] for f in features], dtype=object)[:, None] == np.array(ops)[None, :]

@@ -79,7 +79,8 @@ class LatencyRegressor:
         return as_matrix(features, self.families, self.ops, self.load_fields, self.numeric_columns)
 
     def predict(self, features: pd.DataFrame) -> dict[str, np.ndarray]:
-        """Milliseconds per target for each row of a feature frame (p90 never below median or mean)."""
+        """Milliseconds per target for each row of a feature frame (p90 never below median or mean); the frame
+        read the operands in the layout's order (``feature_frame(..., operand_order=layout.operand_order)``)."""
         return self.predict_matrix(self.matrix(features))
 
     def predict_kernels(
@@ -87,7 +88,9 @@ class LatencyRegressor:
     ) -> list[dict[str, np.ndarray]]:
         """Milliseconds per target for catalog-style kernel records under each of ``loads`` (one
         mapping of targets to per-kernel arrays per load), in one pass of the estimators."""
-        x = feature_matrix(kernels, loads, self.families, self.ops, self.load_fields, self.numeric_columns)
+        x = feature_matrix(
+            kernels, loads, self.families, self.ops, self.load_fields, self.numeric_columns, self.layout.operand_order
+        )
         predicted = self.predict_matrix(x)
         n = len(kernels)
         return [{t: values[i * n : (i + 1) * n] for t, values in predicted.items()} for i in range(len(loads))]
