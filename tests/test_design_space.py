@@ -23,6 +23,10 @@ from hase_dagster.analysis.design_space import (
     MAX_ACTIVATION_ELEMENTS,
     MAX_CELL_MACS,
     RECURRENT_SIDES,
+    TOKENS_MAX_ACTIVATION_ELEMENTS,
+    TOKENS_MAX_CELL_MACS,
+    TOKENS_SIDES,
+    TOKENS_WIDTHS,
     WIDE_GROUP_STAGE_WIDTHS,
     WIDE_GROUP_STRIDED_RESOLUTIONS,
     WIDE_GROUP_WIDTH_RANGE,
@@ -431,3 +435,44 @@ def test_an_image_io_probe_runs_its_stem_and_narrow_output_at_full_resolution_in
     side = p.resolution * (1 if mode == "none" else 2)
     assert shapes[out.output[0]] == [1, p.out_width, side, side]
     assert out.op_type == ("ConvTranspose" if mode == "transpose" else "Conv")
+
+
+def test_the_tokens_space_draws_vision_and_text_sequences_within_the_caps() -> None:
+    probes = [draw_probe(seed, "tokens") for seed in range(400)]
+    assert {p.cell for p in probes} == {"tokens"} and {p.mode for p in probes} == {"vision", "text"}
+    assert {p.width for p in probes} == set(TOKENS_WIDTHS) and {p.depth for p in probes} == {1, 2}
+    vision = [p for p in probes if p.mode == "vision"]
+    assert all(p.tokens == p.resolution**2 for p in vision) and {p.resolution for p in vision} == set(TOKENS_SIDES)
+    # ViT's class token: 197 = 14 x 14 + 1 tokens at 224 px over patches of 16
+    assert any(p.sequence_length == 197 for p in vision) and any(not p.se for p in vision)
+    text = [p for p in probes if p.mode == "text"]
+    # text lengths off the square grid, from 16 up to 1024, each on the smallest grid that holds it
+    assert min(p.tokens for p in text) <= 20 and max(p.tokens for p in text) >= 700
+    assert any(p.tokens not in {s * s for s in TOKENS_SIDES} for p in text)
+    assert all(p.resolution == min(s for s in TOKENS_SIDES if s * s >= p.tokens) for p in text)
+    assert all(p.width % p.heads == 0 and p.width // p.heads in (32, 64) for p in probes)
+    assert all(
+        p.cell_macs() <= TOKENS_MAX_CELL_MACS and p.widest_activation() <= TOKENS_MAX_ACTIVATION_ELEMENTS
+        for p in probes
+    )
+    assert draw_probe(11000, "tokens") == draw_probe(11000, "tokens") != draw_probe(11000, "cells")
+
+
+@pytest.mark.parametrize("mode", ["vision", "text"])
+def test_a_tokens_probe_runs_its_encoder_over_the_drawn_sequence_in_ort(mode: str, tmp_path: Path) -> None:
+    seed = next(
+        s for s in range(11000, 11400)
+        if (p := draw_probe(s, "tokens")).mode == mode and p.se and p.width <= 384 and p.depth == 1
+    )  # fmt: skip
+    model = ZooModel(name="t", kind="design_probe", seed=seed, probe_space="tokens")
+    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (2, 1000) and np.isfinite(output).all()
+    graph = onnx.shape_inference.infer_shapes(onnx.load(exported.path)).graph
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in graph.value_info}
+    # the encoder's matrix products run over batch x (tokens + the class token) rows of the drawn width
+    products = [shapes.get(n.input[0]) for n in graph.node if n.op_type == "MatMul"]
+    assert [2, p.sequence_length, p.width] in products
+    softmax = next(n for n in graph.node if n.op_type == "Softmax")
+    assert shapes[softmax.output[0]][-2:] == [p.sequence_length, p.sequence_length]

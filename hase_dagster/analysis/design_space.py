@@ -47,6 +47,12 @@ nearest, bilinear, or a transposed convolution that is itself the output layer) 
 channels (kernel 1-9) with an optional Tanh or Sigmoid. No table had a convolution of 4 or fewer output channels
 above 28 px: SRResNet's 9x9 output convolution at 256 px ran 63 ms on the CPU, predicted 11 ms, and its PReLUs and
 pixel shuffles at 128-256 px 3-4x their prediction (results/cpu-general/README.md, set P).
+``tokens`` draws transformer encoder layers over a sequence, as vision transformers (a patch grid of 49-1024 tokens,
+often with a class token: 50, 197, 257, 577...) and text encoders (16-1024 tokens) run them, 192-1280 wide with heads
+of 32 or 64 channels, an MLP of 2-4x and one or two layers: the ``cells`` space's attention runs only over square
+maps of 49, 196 or 784 tokens, and the tables' large matrix products came from two sequence lengths (128 and 384)
+of one width, so the trees had nothing between batch x tokens of 8,192 and 24,576 rows (ViT-B/16 at batch 64,
+12,608 rows, ran its MLP's matrix products 20-36% faster on the H100 than predicted).
 
 Probes are training samples, not architectures a user runs: their family (``design_space``) is
 always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
@@ -122,6 +128,16 @@ IMAGE_IO_OUT_CHANNELS = (1, 1, 2, 3, 3, 3, 4, 8, 21)
 IMAGE_IO_KERNELS = (1, 3, 3, 5, 7, 9, 9)
 IMAGE_IO_UPSAMPLES = ("none", "none", "pixel_shuffle", "nearest", "bilinear", "transpose")
 IMAGE_IO_ACTIVATIONS = ("prelu", "prelu", "relu", "leaky_relu", "tanh", "silu", "elu")
+# The tokens space: the sides of the patch grid its stem makes (224 px over a patch of 32, 28, 16, 14, 8 or 7 px),
+# the text sequence lengths it draws besides 16-1024 log-uniform, its widths and how many channels a head has.
+TOKENS_SIDES = (7, 8, 14, 16, 28, 32)
+TOKENS_TEXT_LENGTHS = (32, 64, 128, 128, 256, 384, 512)
+TOKENS_WIDTHS = (192, 256, 320, 384, 512, 640, 768, 768, 1024, 1280)
+TOKENS_HEAD_WIDTHS = (32, 64, 64)
+# A tokens cell's caps per sample: its multiply-adds (a BERT-large layer over 512 tokens has 6.4 G) and its widest
+# tensor (the heads' score matrices: 16 heads over 1024 tokens are 16.8 M elements, 8.6 GB at batch 128).
+TOKENS_MAX_CELL_MACS = 8.0e9
+TOKENS_MAX_ACTIVATION_ELEMENTS = 1.2e7
 # The spaces held to HIGHRES_MAX_ACTIVATION_ELEMENTS rather than MAX_ACTIVATION_ELEMENTS.
 HIGHRES_CAP_SPACES = frozenset({"highres", "wide_grouped_strided", "image_io"})
 
@@ -143,6 +159,10 @@ class ProbeSpec:
     upsample (none, pixel_shuffle, nearest, bilinear or transpose), ``out_width`` and ``kernel`` the output
     convolution's channels and kernel (transpose: a 4x4 stride-2 transposed convolution is the output layer) and
     ``out_activation`` its activation (tanh, sigmoid or none).
+    A ``tokens`` cell: ``resolution`` is the side of the stem's patch grid, ``tokens`` the sequence length its
+    encoder runs over (the grid's first tokens, or all of them), ``se`` a class token put before them (one more),
+    ``mode`` vision (the whole grid) or text (a drawn length), ``expand`` the MLP's ratio, ``residual`` norm first
+    and ``depth`` the layers.
     """
 
     seed: int
@@ -164,6 +184,12 @@ class ProbeSpec:
     dilation: int = 1
     stem_kernel: int = 0
     out_activation: str = ""
+    tokens: int = 0
+
+    @property
+    def sequence_length(self) -> int:
+        """The tokens an encoder layer runs over: the drawn ones, with the class token (``tokens`` cells)."""
+        return self.tokens + int(self.se)
 
     @property
     def patch(self) -> int:
@@ -186,6 +212,9 @@ class ProbeSpec:
             return r2 * self.width * (self.kernel**2 + 8 * self.width)
         if self.cell == "attention":
             return r2 * self.width * (4 * self.width + 2 * self.expand * self.width) + 2 * r2 * r2 * self.width
+        if self.cell == "tokens":
+            t = self.sequence_length
+            return self.depth * (t * self.width * (4 + 2 * self.expand) * self.width + 2 * t * t * self.width)
         if self.cell == "mlp":
             return 2 * r2 * self.width * self.width * self.expand
         if self.cell == "movement":
@@ -214,6 +243,9 @@ class ProbeSpec:
         largest = self.resolution**2 * max(hidden, self.out_width, self.width)
         if self.cell == "attention":
             largest = max(largest, self.heads * self.resolution**4)
+        if self.cell == "tokens":
+            t = self.sequence_length
+            largest = max(t * self.width * self.expand, self.heads * t * t)
         if self.cell == "movement":
             largest = max(largest, (self.resolution + self.kernel) ** 2 * self.width)
         if self.cell == "windows":
@@ -497,6 +529,26 @@ def _draw_image_io(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_tokens(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    width = int(rng.choice(TOKENS_WIDTHS))
+    heads = width // int(rng.choice([h for h in TOKENS_HEAD_WIDTHS if width % h == 0]))
+    if rng.random() < 0.5:
+        mode, side = "vision", int(rng.choice(TOKENS_SIDES))
+        tokens, class_token = side * side, bool(rng.random() < 0.7)
+    else:
+        tokens = (
+            int(rng.choice(TOKENS_TEXT_LENGTHS))
+            if rng.random() < 0.5
+            else int(round(math.exp(rng.uniform(math.log(16), math.log(1024)))))
+        )
+        mode, side, class_token = "text", next(s for s in TOKENS_SIDES if s * s >= tokens), bool(rng.random() < 0.3)
+    return ProbeSpec(
+        seed, "tokens", side, width, width, expand=int(rng.choice([2, 3, 4, 4])), se=class_token, heads=heads,
+        activation=str(rng.choice(["gelu", "gelu", "relu"])), residual=bool(rng.random() < 0.7),
+        depth=int(rng.choice([1, 1, 2])), mode=mode, tokens=tokens,
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
@@ -511,11 +563,12 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             window partition) or ``operators`` (upsampling, normalisation, dilated, 1-D and 3-D convolutions,
             recurrent layers, pads and reductions that no other space makes) or ``recurrent`` (LSTM and GRU
             layers only: 9-1024 steps, 64-1024 units, 1-3 layers, one or two directions) or ``image_io`` (an image
-            network's stride-1 stem and its output convolution to 1-21 channels at 56-448 px, with an upsample).
+            network's stride-1 stem and its output convolution to 1-21 channels at 56-448 px, with an upsample)
+            or ``tokens`` (transformer encoder layers over 16-1025 tokens, 192-1280 wide).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample
-        (HIGHRES_MAX_ACTIVATION_ELEMENTS in the ``highres`` and ``wide_grouped_strided`` spaces).
+        (HIGHRES_MAX_ACTIVATION_ELEMENTS in the HIGHRES_CAP_SPACES, the TOKENS_ caps in the ``tokens`` space).
 
     Raises:
         ValueError: ``space`` is not one of PROBE_SPACES.
@@ -525,16 +578,19 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "wide_grouped_strided": _draw_wide_grouped_strided,
         "depthwise": _draw_depthwise, "movement": _draw_movement,
         "highres": _draw_highres, "windows": _draw_windows, "operators": _draw_operators,
-        "recurrent": _draw_recurrent, "image_io": _draw_image_io,
+        "recurrent": _draw_recurrent, "image_io": _draw_image_io, "tokens": _draw_tokens,
     }.get(space)  # fmt: skip
     largest = HIGHRES_MAX_ACTIVATION_ELEMENTS if space in HIGHRES_CAP_SPACES else MAX_ACTIVATION_ELEMENTS
+    most_macs = MAX_CELL_MACS
+    if space == "tokens":
+        largest, most_macs = TOKENS_MAX_ACTIVATION_ELEMENTS, TOKENS_MAX_CELL_MACS
     if draw_once is None:
         raise ValueError(f"probe space {space!r} is not one of {', '.join(PROBE_SPACES)}")
     rng = np.random.default_rng(seed)
     while True:
         spec = draw_once(rng, seed)
         tokens = spec.resolution**2 if spec.cell in ("attention", "mlp") else 0
-        if spec.cell_macs() <= MAX_CELL_MACS and spec.widest_activation() <= largest and tokens <= MAX_TOKENS:
+        if spec.cell_macs() <= most_macs and spec.widest_activation() <= largest and tokens <= MAX_TOKENS:
             return spec
 
 
@@ -844,6 +900,29 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             return self.head(self.finish(self.out(self.up(self.stem(self.shrink(x))))))
 
+    class Sequence(nn.Module):
+        """The ``tokens`` probe (ProbeSpec says how): a patch stem, the grid's first ``tokens`` tokens with an
+        optional class token before them, ``depth`` encoder layers and a classifier on the tokens' mean."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            w = spec.width
+            self.stem = nn.Conv2d(3, w, spec.patch, spec.patch)
+            self.class_token = nn.Parameter(torch.zeros(1, 1, w)) if spec.se else None
+            layer = nn.TransformerEncoderLayer(
+                w, spec.heads, spec.expand * w, activation=spec.activation, batch_first=True, norm_first=spec.residual
+            )
+            self.encoder = nn.TransformerEncoder(layer, spec.depth, enable_nested_tensor=False)
+            self.head = nn.Linear(w, num_classes)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.stem(x).flatten(2).transpose(1, 2)
+            if spec.tokens < y.shape[1]:
+                y = y[:, : spec.tokens]
+            if self.class_token is not None:
+                y = torch.cat([self.class_token.expand(y.shape[0], -1, -1), y], dim=1)
+            return self.head(self.encoder(y).mean(1))
+
     class Probe(nn.Module):
         def __init__(self) -> None:
             super().__init__()
@@ -858,4 +937,5 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             return self.head(self.cells(self.stem(x)))
 
     torch.manual_seed(seed)
-    return (ImageIO() if spec.cell == "image_io" else Probe()).eval()
+    probe = {"image_io": ImageIO, "tokens": Sequence}.get(spec.cell, Probe)
+    return probe().eval()

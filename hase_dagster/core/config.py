@@ -85,6 +85,7 @@ ProbeSpace = Literal[
     "operators",
     "recurrent",
     "image_io",
+    "tokens",
 ]
 
 
