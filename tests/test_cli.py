@@ -37,6 +37,21 @@ def test_analyze_console_script_prints_table(resnet18_onnx: Path) -> None:
     assert "Conv_Add_Relu" in result.stdout and "com.microsoft.nchwc.Conv" in result.stdout
 
 
+def test_a_reader_that_stops_early_ends_the_command_without_a_traceback(resnet18_onnx: Path) -> None:
+    # `hase analyze ... --json | head -c 10`: the reader closes the pipe while the command still writes
+    command = subprocess.Popen(
+        [str(Path(sys.executable).parent / "hase"), "analyze", str(resnet18_onnx), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert command.stdout is not None and command.stderr is not None
+    assert command.stdout.read(10).startswith(b"{")
+    command.stdout.close()
+    errors = command.stderr.read().decode()
+    assert command.wait(timeout=60) in (0, 1)
+    assert "Traceback" not in errors and "BrokenPipe" not in errors
+
+
 def test_not_onnx_file_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "notes.onnx"
     bad.write_text("this is not a model")

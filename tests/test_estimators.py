@@ -11,7 +11,7 @@ import pytest
 
 from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.estimators import KINDS, FeatureLayout, RooflineResidual, load_estimator, make_estimator
-from hase_dagster.learn.features import NUMERIC_FEATURES, as_matrix, kernel_features, numeric_columns
+from hase_dagster.learn.features import NUMERIC_FEATURES, alignment, as_matrix, kernel_features, numeric_columns
 from hase_dagster.learn.predict import Composition
 from hase_dagster.learn.regressor import LatencyRegressor, _train
 from hase_dagster.learn.training import Predictor
@@ -334,3 +334,15 @@ def test_a_layout_saved_without_an_operand_order_reads_operands_in_graph_order()
     assert FeatureLayout.from_json(old).operand_order == "graph"
     with pytest.raises(HaseError, match="operand order 'smallest_first'"):
         FeatureLayout.from_json({**old, "operand_order": "smallest_first"})
+
+
+def test_alignment_tells_a_text_encoders_rows_from_a_vision_transformers() -> None:
+    def softmax(tokens: int) -> dict[str, object]:
+        shape = [64, 4, tokens, tokens]
+        return {"family": "Softmax", "op_type": "Softmax", "inputs": [{"name": "x", "shape": shape}],
+                "outputs": [{"shape": shape}]}  # fmt: skip
+
+    assert kernel_features(softmax(1024))["align_in"] == 16 and kernel_features(softmax(1024))["align_out"] == 16
+    assert kernel_features(softmax(1025))["align_in"] == 1  # odd: a class token on a 32 x 32 grid
+    assert kernel_features(softmax(196))["align_in"] == 4
+    assert alignment([]) == 1 and alignment([12608, 768]) == 16 and alignment([8, 197, 768]) == 1

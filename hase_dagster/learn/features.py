@@ -28,6 +28,12 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     # path. ORT pads only the last dims of a channels-first map at 1.6 TB/s on the H100, copies an unpadded
     # tensor at 2.9 TB/s, and runs any other pad (Swin's channels-last one) in its generic kernel at 57 GB/s.
     *(f"changed_d{i}" for i in range(MAX_RANK)),
+    # How aligned the last two dims of the first input and of the first output are: the largest power of two up to
+    # ALIGN_CAP that divides both. Matrix products and row-wise kernels pick other paths for misaligned or long
+    # rows: on the H100 a Softmax over rows of 1,025 ran at 2.4 TB/s where rows of 129-785 ran 2.8-2.9, and a
+    # vision transformer's 197 tokens are odd where a text encoder's 128 or 512 are not.
+    "align_in",
+    "align_out",
     "n_activation_inputs",
     "in_numel",
     "out_numel",
@@ -66,6 +72,7 @@ BROADCAST_ELEMENTWISE_OPS: frozenset[str] = frozenset(
 # How kernel_features orders activation operands: "graph" as the graph has them (regressors saved before
 # the order was a choice), "largest_first" for BROADCAST_ELEMENTWISE_OPS (every regressor trained since).
 OPERAND_ORDERS: tuple[str, ...] = ("graph", "largest_first")
+ALIGN_CAP = 16
 # Integer vectors up to this many elements are a kernel's parameters (pads, shape, axes, starts, repeats),
 # whether an initializer holds them or a constant subgraph computes them: ORT reads them on the host.
 SHAPE_OPERAND_MAX = 16
@@ -79,6 +86,21 @@ def _dims(shape: list[int]) -> list[int]:
     """The last MAX_RANK dims, left-padded with 1 (a 5-D NCHWc-like shape keeps its inner dims)."""
     tail = list(shape)[-MAX_RANK:]
     return [1] * (MAX_RANK - len(tail)) + tail
+
+
+def alignment(shape: Sequence[int]) -> int:
+    """The largest power of two up to :data:`ALIGN_CAP` that divides each of ``shape``'s last two dims (1 for a
+    scalar or an unknown dim)."""
+    dims = list(shape)[-2:]
+    if not dims:
+        return 1
+    align = ALIGN_CAP
+    for dim in dims:
+        if not isinstance(dim, int) or dim <= 0:
+            return 1
+        while dim % align:
+            align //= 2
+    return align
 
 
 def is_shape_operand(tensor: Mapping[str, Any]) -> bool:
@@ -128,6 +150,7 @@ def kernel_features(kernel: Mapping[str, Any], operand_order: str = "largest_fir
     features: dict[str, Any] = {f"in_d{i}": d for i, d in enumerate(_dims(first_in))}
     features |= {f"out_d{i}": d for i, d in enumerate(_dims(first_out))}
     features |= {f"changed_d{i}": int(features[f"in_d{i}"] != features[f"out_d{i}"]) for i in range(MAX_RANK)}
+    features |= {"align_in": alignment(first_in), "align_out": alignment(first_out)}
     features |= {
         "in_rank": len(first_in),
         "out_rank": len(first_out),

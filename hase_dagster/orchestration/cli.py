@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import sys
 import tempfile
@@ -947,6 +948,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # one Ctrl-C or SIGTERM: the command's cleanups ran on the way out
         print("hase: error: interrupted: stopped before the command finished", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`hase predict ... | head`): stop quietly, as Unix tools do
+        # Python would flush stdout again at exit and fail on the closed pipe: point it at nothing first.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except HaseError as exc:
         print(f"hase: error: {_one_line(str(exc))}", file=sys.stderr)
         return 2

@@ -67,7 +67,7 @@ def main() -> int:
     args = parser.parse_args()
     frame = measured(args.folders).merge(predicted(args.folders[0]), on=["model", "stress_level"])
     frame["error_pct"] = (frame.predicted_ms / frame.mean_ms - 1) * 100
-    frame["network"] = frame.model.str.replace(r"_i\d+_b\d+\.onnx$", "", regex=True)
+    frame["network"] = frame.model.str.replace(r"_[is]\d+_b\d+\.onnx$", "", regex=True)
     print(pd.DataFrame([{"set": "all", **summary(frame)}]).to_markdown(index=False))
     for key in ("batch_size", "stress_level"):
         table = [{key: value, **summary(group)} for value, group in frame.groupby(key)]
