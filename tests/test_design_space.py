@@ -417,16 +417,22 @@ def test_the_image_io_space_draws_stems_upsamples_and_narrow_outputs_within_the_
     assert draw_probe(10000, "image_io") == draw_probe(10000, "image_io") != draw_probe(10000, "operators")
 
 
+def _probe_graph(seed: int, space: str, batch: int, tmp_path: Path) -> tuple[Any, dict[str, list[int]]]:
+    """The probe of ``seed`` in ``space`` exported at ``batch``, run once in ORT (its logits finite), and its
+    graph with every inferred tensor shape by name."""
+    model = ZooModel(name="p", kind="design_probe", seed=seed, probe_space=space)
+    exported = export_variant(ModelVariant(model, 224, batch), tmp_path, 17)
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (batch, 1000) and np.isfinite(output).all()
+    graph = onnx.shape_inference.infer_shapes(onnx.load(exported.path)).graph
+    return graph, {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in graph.value_info}
+
+
 @pytest.mark.parametrize("mode", ["none", "pixel_shuffle", "bilinear", "transpose"])
 def test_an_image_io_probe_runs_its_stem_and_narrow_output_at_full_resolution_in_ort(mode: str, tmp_path: Path) -> None:
     seed = next(s for s in range(300) if (p := draw_probe(s, "image_io")).mode == mode and p.resolution < 224)
-    model = ZooModel(name="i", kind="design_probe", seed=seed, probe_space="image_io")
-    exported = export_variant(ModelVariant(model, 224, 1), tmp_path, 17)
-    session = make_session(exported.path, "cpu")
-    (output,) = session.run(None, random_inputs(session))
-    assert output.shape == (1, 1000) and np.isfinite(output).all()
-    graph = onnx.shape_inference.infer_shapes(onnx.load(exported.path)).graph
-    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in graph.value_info}
+    graph, shapes = _probe_graph(seed, "image_io", 1, tmp_path)
     convs = [n for n in graph.node if n.op_type in ("Conv", "ConvTranspose")]
     stem, out = convs[0], convs[-1]
     kernel = {a.name: onnx.helper.get_attribute_value(a) for a in stem.attribute}["kernel_shape"]
@@ -464,13 +470,7 @@ def test_a_tokens_probe_runs_its_encoder_over_the_drawn_sequence_in_ort(mode: st
         s for s in range(11000, 11400)
         if (p := draw_probe(s, "tokens")).mode == mode and p.se and p.width <= 384 and p.depth == 1
     )  # fmt: skip
-    model = ZooModel(name="t", kind="design_probe", seed=seed, probe_space="tokens")
-    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
-    session = make_session(exported.path, "cpu")
-    (output,) = session.run(None, random_inputs(session))
-    assert output.shape == (2, 1000) and np.isfinite(output).all()
-    graph = onnx.shape_inference.infer_shapes(onnx.load(exported.path)).graph
-    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in graph.value_info}
+    graph, shapes = _probe_graph(seed, "tokens", 2, tmp_path)
     # the encoder's matrix products run over batch x (tokens + the class token) rows of the drawn width
     products = [shapes.get(n.input[0]) for n in graph.node if n.op_type == "MatMul"]
     assert [2, p.sequence_length, p.width] in products
