@@ -72,7 +72,9 @@ def main() -> int:
         for batch in (int(b) for b in args.batch_sizes.split(",")):
             if f"{name}_b{batch}" in args.skip.split(","):
                 continue
-            made = export_vision(name, args.out, batch) if name in VISION else export_text(name, args.out, batch, args.ep)
+            made = (
+                export_vision(name, args.out, batch) if name in VISION else export_text(name, args.out, batch, args.ep)
+            )
             print(made.name, flush=True)
     return 0
 
