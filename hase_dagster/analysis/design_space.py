@@ -138,8 +138,12 @@ TOKENS_HEAD_WIDTHS = (32, 64, 64)
 # tensor (the heads' score matrices: 16 heads over 1024 tokens are 16.8 M elements, 8.6 GB at batch 128).
 TOKENS_MAX_CELL_MACS = 8.0e9
 TOKENS_MAX_ACTIVATION_ELEMENTS = 1.2e7
-# The spaces held to HIGHRES_MAX_ACTIVATION_ELEMENTS rather than MAX_ACTIVATION_ELEMENTS.
-HIGHRES_CAP_SPACES = frozenset({"highres", "wide_grouped_strided", "image_io"})
+# Per-sample caps (a cell's multiply-adds, its widest tensor) of the spaces whose caps are not
+# (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS).
+SPACE_CAPS: dict[str, tuple[float, float]] = {
+    **dict.fromkeys(("highres", "wide_grouped_strided", "image_io"), (MAX_CELL_MACS, HIGHRES_MAX_ACTIVATION_ELEMENTS)),
+    "tokens": (TOKENS_MAX_CELL_MACS, TOKENS_MAX_ACTIVATION_ELEMENTS),
+}
 
 
 @dataclass(frozen=True)
@@ -567,8 +571,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             or ``tokens`` (transformer encoder layers over 16-1025 tokens, 192-1280 wide).
 
     Returns:
-        The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample
-        (HIGHRES_MAX_ACTIVATION_ELEMENTS in the HIGHRES_CAP_SPACES, the TOKENS_ caps in the ``tokens`` space).
+        The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample (the space's own caps
+        where SPACE_CAPS has them).
 
     Raises:
         ValueError: ``space`` is not one of PROBE_SPACES.
@@ -580,10 +584,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "highres": _draw_highres, "windows": _draw_windows, "operators": _draw_operators,
         "recurrent": _draw_recurrent, "image_io": _draw_image_io, "tokens": _draw_tokens,
     }.get(space)  # fmt: skip
-    largest = HIGHRES_MAX_ACTIVATION_ELEMENTS if space in HIGHRES_CAP_SPACES else MAX_ACTIVATION_ELEMENTS
-    most_macs = MAX_CELL_MACS
-    if space == "tokens":
-        largest, most_macs = TOKENS_MAX_ACTIVATION_ELEMENTS, TOKENS_MAX_CELL_MACS
+    most_macs, largest = SPACE_CAPS.get(space, (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS))
     if draw_once is None:
         raise ValueError(f"probe space {space!r} is not one of {', '.join(PROBE_SPACES)}")
     rng = np.random.default_rng(seed)

@@ -5,7 +5,8 @@
 # Predictions are made elsewhere, device-free, from the same seeds: hase predict --predictor h100.
 # Environment: WORK (/tmp/checker-gpu), BATCHES (16,64), BUDGET_S (480), SEEDS (701-724; none: no generator
 # network), MODELS (torchvision classifiers exported beside them, space-separated; none by default), OTHER_KINDS
-# (other_kinds.py's networks, comma-separated; none by default).
+# (other_kinds.py's networks, comma-separated; none by default), TRANSFORMERS (set_r.py's networks, comma-separated, with
+# SKIP its NAME_bB files not to make; none by default).
 #   set D on the H100 (2026-11-24): WORK=/tmp/setD-gpu SEEDS=737-748 BATCHES=1,4,16,64 MODELS="regnet_x_800mf
 #   regnet_y_1_6gf efficientnet_b1 shufflenet_v2_x1_5 squeezenet1_0 mnasnet0_75" bash results/cpu-general/gpu_run.sh
 #   (exporting those 72 files took 4 min on the host: with BUDGET_S=540 the first call ran past the 600 s limit
@@ -71,6 +72,8 @@ if [ ! -e "$work/files/traits.json" ]; then
     --jobs 6 $MODELS 2> "$work/export.log"
   [ -z "${OTHER_KINDS:-}" ] || python3 results/cpu-general/other_kinds.py "$work/files" --batch-sizes "${BATCHES:-16,64}" \
     --only "$OTHER_KINDS" >> "$work/export.log" 2>&1
+  [ -z "${TRANSFORMERS:-}" ] || python3 results/gpu-general/tokens/set_r.py "$work/files" --batch-sizes "${BATCHES:-16,64}" \
+    --only "$TRANSFORMERS" --skip "${SKIP:-}" --ep cuda >> "$work/export.log" 2>&1
   if [ "${SEEDS:-701-724}" = none ]; then
     echo '[]' > "$work/files/traits.json"  # no generator network: the folder is whole
   else
