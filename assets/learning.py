@@ -13,6 +13,7 @@ from hase_dagster.core.config import load_config
 from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.evaluation import evaluate, scatter_plot, write_report
 from hase_dagster.learn.predict import predict_model
+from hase_dagster.learn.reference_rows import refresh_reference_rows
 from hase_dagster.learn.training import Predictor, kernels_by_variant, load_at_level, predictor_path, train_predictor
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
@@ -22,7 +23,44 @@ UI_PLOT_WIDTH_PX = 640  # the evaluation plot as the UI shows it (metadata "scat
 
 
 @dg.asset(
-    deps=[kernel_benchmarks, model_benchmarks],
+    deps=[kernel_benchmarks],
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"duckdb", "xgboost"},
+    description="The design-space probe rows of the profile's reference tables (another machine's), scaled to this "
+    "machine's speed by the kernels both timed; the regressor trains on them beside this machine's rows.",
+)
+def reference_kernel_rows(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
+    profile = hase.profile()
+    ep = profile.execution_provider
+    rows, calibration = refresh_reference_rows(
+        hase.warehouse(), ep, profile.reference_tables, hase.paths().root / "reference" / "tables.duckdb"
+    )
+    if calibration is None:
+        return dg.MaterializeResult(metadata={"ep": ep, "rows": 0, "reference_tables": "none"})
+    ratios = rows["speed_ratio"] if len(rows) else pd.Series(dtype=float)
+    context.log.info(
+        f"{len(rows)} reference rows of {rows['instance_id'].nunique() if len(rows) else 0} kernels; speed ratio "
+        f"{calibration.median_ratio:.2f} (median of {calibration.pairs} shared timings), cross-validated error "
+        f"{calibration.cross_validated_error_pct:.1f}%"
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "ep": ep,
+            "reference_tables": profile.reference_tables,
+            "rows": len(rows),
+            "kernels": int(rows["instance_id"].nunique()) if len(rows) else 0,
+            "probes": int(rows["architecture"].str.split(",").explode().nunique()) if len(rows) else 0,
+            "shared_timings": calibration.pairs,
+            "median_speed_ratio": calibration.median_ratio,
+            "speed_ratio_p10_p90": f"{ratios.quantile(0.1):.2f} - {ratios.quantile(0.9):.2f}" if len(rows) else "-",
+            "ratio_cross_validated_error_pct": calibration.cross_validated_error_pct,
+        }
+    )
+
+
+@dg.asset(
+    deps=[kernel_benchmarks, model_benchmarks, reference_kernel_rows],
     group_name=GROUP,
     pool=POOL,
     kinds={"xgboost", "scikitlearn"},
@@ -247,4 +285,4 @@ def predictor_bundle(context: dg.AssetExecutionContext, hase: HaseResource) -> d
     )
 
 
-learning_assets = [latency_regressor, latency_predictions, evaluation_report, predictor_bundle]
+learning_assets = [reference_kernel_rows, latency_regressor, latency_predictions, evaluation_report, predictor_bundle]

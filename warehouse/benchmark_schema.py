@@ -48,4 +48,11 @@ ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS precision VARCHAR DEFAULT 
 -- Issue 11: how many sessions a model row's timings are the mean of (`hase merge-tables --pool-models`);
 -- NULL in a row one session timed.
 ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS sessions INTEGER;
+
+-- Issue 11: design-space probe rows of another machine's tables (a profile's reference_tables), their
+-- times scaled to this machine's speed (speed_ratio), in the columns training reads (learn.reference_rows).
+CREATE TABLE IF NOT EXISTS reference_kernel_rows AS
+    SELECT *, NULL::VARCHAR AS architecture, NULL::VARCHAR AS sample_architectures,
+           NULL::VARCHAR AS model_precisions, NULL::VARCHAR AS absorbed_ops_json, NULL::DOUBLE AS speed_ratio
+    FROM kernel_benchmarks LIMIT 0;
 """

@@ -214,6 +214,10 @@ class Profile(_Strict):
     # Whole-model timings of design-space probes: the composition does not use them, and on the H100
     # they took over half of each benchmark partition (results/gpu-general/README.md). Off by default.
     time_design_probes: bool = False
+    # Exported warehouse tables of another machine (relative paths from the config file's folder) whose
+    # design-space probe rows train the regressor beside this profile's own, scaled to this machine's
+    # speed by the kernels both timed (hase_dagster.learn.reference_rows). None: this profile's rows only.
+    reference_tables: str | None = None
 
     @model_validator(mode="after")
     def _unique_model_names(self) -> Profile:
@@ -287,5 +291,14 @@ def load_config(path: str | os.PathLike[str] | None = None) -> HaseConfig:
         config = HaseConfig.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"invalid config {config_path}: {_format_validation_error(exc)}") from exc
-    named = {key: profile.model_copy(update={"name": key}) for key, profile in config.profiles.items()}
+    named = {
+        key: profile.model_copy(
+            update={
+                "name": key,
+                "reference_tables": profile.reference_tables
+                and str((config_path.parent / profile.reference_tables).resolve()),
+            }
+        )
+        for key, profile in config.profiles.items()
+    }
     return config.model_copy(update={"profiles": named})

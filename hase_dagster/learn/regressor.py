@@ -371,7 +371,8 @@ def training_rows(store: Any, ep: str) -> pd.DataFrame:
     """Kernel benchmark rows of ``ep`` joined with the catalog, the architectures using each instance
     (``sample_architectures``: those of them that are design-space probes) and those variants'
     precisions (``model_precisions``). Held-out models do not count: an instance only they use is no
-    training row."""
+    training row. Then the reference probe rows (``reference_kernel_rows``, at this machine's speed:
+    :mod:`hase_dagster.learn.reference_rows`) of every instance this warehouse did not time itself."""
     return store.query(
         f"""WITH arch AS (
                SELECT k.instance_id, k.ep, k.batch_size, string_agg(DISTINCT f.model_name, ',') AS architecture,
@@ -382,6 +383,10 @@ def training_rows(store: Any, ep: str) -> pd.DataFrame:
                FROM kernels k JOIN model_files f USING (variant_id) WHERE NOT f.held_out GROUP BY ALL)
            SELECT b.*, arch.architecture, arch.sample_architectures, arch.model_precisions, arch.absorbed_ops_json
            FROM kernel_benchmarks b JOIN arch USING (instance_id, ep, batch_size)
-           WHERE b.ep = ? AND b.status = 'ok' AND b.mean_ms > 0""",
-        [ep],
+           WHERE b.ep = ? AND b.status = 'ok' AND b.mean_ms > 0
+           UNION ALL BY NAME
+           SELECT * EXCLUDE (speed_ratio) FROM reference_kernel_rows r
+           WHERE r.ep = ? AND r.status = 'ok' AND r.mean_ms > 0
+             AND r.instance_id NOT IN (SELECT instance_id FROM kernel_benchmarks WHERE ep = ?)""",
+        [ep, ep, ep],
     )

@@ -563,6 +563,7 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         store = import_tables(args.tables, Path(tmp) / "imported.duckdb")
+        _add_reference_rows(store, args.ep, args.reference_tables, Path(tmp) / "reference.duckdb")
         shipped = train_predictor(store, args.ep, kind=args.kind, graph_factors=factors, timed_models=timed)
         result = evaluate(store, args.ep, shipped, timed)
     write_report(result, args.out, f"Hase on {args.ep}")
@@ -571,6 +572,26 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     )
     print(result.summary.round(2).to_markdown(index=False))
     return 0
+
+
+REFERENCE_TABLES_HELP = (
+    "exported tables of another machine (e.g. results/cpu/tables): their design-space probe rows train beside "
+    "these, scaled to this machine's speed by the kernels both timed"
+)
+
+
+def _add_reference_rows(store: Any, ep: str, reference_tables: Path | None, scratch: Path) -> None:
+    """The reference tables' probe rows into ``store`` at its machine's speed (none without them)."""
+    from hase_dagster.learn.reference_rows import refresh_reference_rows
+
+    rows, calibration = refresh_reference_rows(store, ep, reference_tables, scratch)
+    if calibration is not None:
+        print(
+            f"{ep}: {len(rows)} reference probe rows, speed ratio {calibration.median_ratio:.2f} "
+            f"(median of {calibration.pairs} shared timings; cross-validated error "
+            f"{calibration.cross_validated_error_pct:.1f}%)",
+            file=sys.stderr,
+        )
 
 
 def cmd_import_tables(args: argparse.Namespace) -> int:
@@ -590,6 +611,7 @@ def cmd_import_tables(args: argparse.Namespace) -> int:
     if not eps:
         raise HaseError(f"{args.tables} holds no kernel benchmarks to train on")
     for ep in eps:
+        _add_reference_rows(store, ep, args.reference_tables, paths.root / "reference" / "tables.duckdb")
         folder = train_predictor(store, ep, kind=args.kind).save(paths.predictor(ep))
         print(f"{ep}: predictor trained on {args.tables} and saved to {folder}")
     return 0
@@ -894,6 +916,7 @@ def build_parser() -> argparse.ArgumentParser:
     tables.add_argument("--graph-factors", type=Path, default=None, help="in-graph factors (predictor graph-factors)")
     tables.add_argument("--rules", type=Path, default=None, help="the EP's fusion rules (needed by --timings)")
     _timing_arguments(tables)
+    tables.add_argument("--reference-tables", type=Path, default=None, help=REFERENCE_TABLES_HELP)
     tables.set_defaults(handler=cmd_evaluate_tables)
 
     importer = commands.add_parser(
@@ -906,6 +929,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--kind", choices=list(REGRESSOR_KINDS), default=None, help="regressor kind (default: compare all)"
     )
     importer.add_argument("--replace", action="store_true", help="replace the tables of an existing warehouse")
+    importer.add_argument("--reference-tables", type=Path, default=None, help=REFERENCE_TABLES_HELP)
     importer.set_defaults(handler=cmd_import_tables)
 
     merge = commands.add_parser(

@@ -1,0 +1,144 @@
+"""Reference tables: another machine's design-space probe rows, brought to this machine's speed and
+trained on beside its own rows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hase_dagster.core.config import load_config
+from hase_dagster.core.errors import HaseError
+from hase_dagster.learn.reference_rows import (
+    MIN_PAIRS,
+    calibrated_reference_rows,
+    fit_calibration,
+    refresh_reference_rows,
+    shared_timings,
+)
+from hase_dagster.learn.regressor import training_rows
+from hase_dagster.learn.reports import import_tables
+from hase_dagster.orchestration.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+CPU_TABLES = REPO / "results" / "cpu" / "tables"
+
+
+def _rows(n: int, seed: int = 0) -> pd.DataFrame:
+    """Kernel benchmark rows of ``n`` instances with times from 5 us to 50 ms."""
+    rng = np.random.default_rng(seed)
+    mean_ms = np.exp(rng.uniform(np.log(0.005), np.log(50), n))
+    return pd.DataFrame(
+        {
+            "instance_id": [f"k{seed}_{i}" for i in range(n)],
+            "batch_size": 1,
+            "stress_level": 0.0,
+            "ep": "cpu",
+            "status": "ok",
+            "mean_ms": mean_ms,
+            "median_ms": mean_ms,
+            "p90_ms": mean_ms * 1.1,
+            "min_ms": mean_ms * 0.9,
+            "std_ms": mean_ms * 0.05,
+            "flops": (mean_ms * 2e7).astype(np.int64),
+            "input_bytes": 4096,
+            "output_bytes": 4096,
+            "weight_bytes": 0,
+        }
+    )
+
+
+def _faster(rows: pd.DataFrame) -> pd.DataFrame:
+    """The same kernels on a machine where kernels over 0.1 ms run 2x faster and small ones 1.25x."""
+    local = rows.copy()
+    local["mean_ms"] = np.where(rows["mean_ms"] > 0.1, rows["mean_ms"] / 2.0, rows["mean_ms"] / 1.25)
+    return local
+
+
+def test_the_ratio_follows_the_kernels_size() -> None:
+    reference = _rows(400)
+    calibration = fit_calibration(shared_timings(_faster(reference), reference))
+    unseen = _rows(100, seed=1)
+    ratio = calibration.ratios(unseen)
+    expected = np.where(unseen["mean_ms"] > 0.1, 0.5, 0.8)
+    far_from_the_step = (unseen["mean_ms"] - 0.1).abs() > 0.05
+    assert np.allclose(ratio[far_from_the_step], expected[far_from_the_step], rtol=0.05)
+    assert calibration.pairs == 400 and calibration.cross_validated_error_pct < 5
+
+
+def test_too_few_shared_timings_are_an_error() -> None:
+    reference = _rows(MIN_PAIRS - 1)
+    with pytest.raises(HaseError, match=f"share {MIN_PAIRS - 1} kernel timings"):
+        fit_calibration(shared_timings(_faster(reference), reference))
+
+
+def test_a_failed_or_unshared_timing_is_no_pair() -> None:
+    reference = _rows(10)
+    local = _faster(reference).iloc[:6].copy()
+    local.loc[local.index[0], "status"] = "error"
+    assert len(shared_timings(local, reference)) == 5
+
+
+def test_this_machines_own_instances_win_and_the_rest_are_scaled() -> None:
+    reference = _rows(300)
+    local = _faster(reference.iloc[:200])
+    probes = reference.iloc[150:].assign(architecture="dsp_a", sample_architectures="dsp_a")
+    rows, calibration = calibrated_reference_rows(local, probes, reference)
+    assert set(rows["instance_id"]) == set(reference["instance_id"].iloc[200:])
+    original = probes.set_index("instance_id").loc[rows["instance_id"], "mean_ms"].to_numpy()
+    assert np.allclose(rows["mean_ms"].to_numpy(), original * rows["speed_ratio"].to_numpy())
+    assert ((rows["speed_ratio"] > 0.4) & (rows["speed_ratio"] < 0.9)).all()
+
+
+@pytest.fixture(scope="module")
+def slower_machine(tmp_path_factory: pytest.TempPathFactory) -> object:
+    """The CPU tables as a machine 2x slower that timed no design-space probe of its own."""
+    store = import_tables(CPU_TABLES, tmp_path_factory.mktemp("slower") / "hase.duckdb")
+    with store.connect() as connection:
+        connection.execute(
+            """DELETE FROM kernel_benchmarks WHERE instance_id IN (
+                   SELECT instance_id FROM kernels k JOIN model_files f USING (variant_id)
+                   GROUP BY 1 HAVING bool_and(f.family = 'design_space'))"""
+        )
+        connection.execute(
+            "UPDATE kernel_benchmarks SET mean_ms = 2 * mean_ms, median_ms = 2 * median_ms, p90_ms = 2 * p90_ms"
+        )
+    return store
+
+
+def test_the_probes_of_the_reference_train_at_this_machines_speed(slower_machine: object, tmp_path: Path) -> None:
+    store = slower_machine
+    own = training_rows(store, "cpu")
+    rows, calibration = refresh_reference_rows(store, "cpu", CPU_TABLES, tmp_path / "reference.duckdb")
+    assert calibration is not None and calibration.median_ratio == pytest.approx(2.0, rel=0.01)
+    assert len(rows) > 1000 and rows["sample_architectures"].notna().all()
+    assert rows["speed_ratio"].median() == pytest.approx(2.0, rel=0.05)
+    trained_on = training_rows(store, "cpu")
+    assert len(trained_on) == len(own) + len(rows)
+    reference = import_tables(CPU_TABLES, tmp_path / "again.duckdb").query(
+        "SELECT instance_id, batch_size, stress_level, mean_ms FROM kernel_benchmarks"
+    )
+    scaled = trained_on.merge(reference, on=["instance_id", "batch_size", "stress_level"], suffixes=("", "_ref"))
+    scaled = scaled[scaled["sample_architectures"].notna()]
+    assert (scaled["mean_ms"] / scaled["mean_ms_ref"]).median() == pytest.approx(2.0, rel=0.05)
+    # Without reference tables the rows go again.
+    refresh_reference_rows(store, "cpu", None, tmp_path / "reference.duckdb")
+    assert len(training_rows(store, "cpu")) == len(own)
+
+
+def test_the_cpu_profiles_reference_tables_are_the_committed_ones() -> None:
+    profile = load_config().profiles["cpu"]
+    assert profile.reference_tables is not None and Path(profile.reference_tables) == CPU_TABLES
+
+
+def test_missing_reference_tables_are_a_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty").mkdir()
+    code = main(
+        ["evaluate-tables", str(CPU_TABLES), "--ep", "cpu", "--out", str(tmp_path / "out")]
+        + ["--reference-tables", str(tmp_path / "empty")]
+    )
+    error = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(error) == 1
+    assert error[0].startswith("hase: error: reference tables") and "kernel_benchmarks.parquet" in error[0]
