@@ -13,7 +13,7 @@ from hase_dagster.core.config import load_config
 from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.evaluation import evaluate, scatter_plot, write_report
 from hase_dagster.learn.predict import predict_model
-from hase_dagster.learn.reference_rows import refresh_reference_rows
+from hase_dagster.learn.reference_rows import CalibrationError, refresh_reference_rows
 from hase_dagster.learn.training import Predictor, kernels_by_variant, load_at_level, predictor_path, train_predictor
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
@@ -27,17 +27,40 @@ UI_PLOT_WIDTH_PX = 640  # the evaluation plot as the UI shows it (metadata "scat
     group_name=GROUP,
     pool=POOL,
     kinds={"duckdb", "xgboost"},
+    check_specs=[dg.AssetCheckSpec("reference_rows_calibrated", asset="reference_kernel_rows")],
     description="The design-space probe rows of the profile's reference tables (another machine's), scaled to this "
     "machine's speed by the kernels both timed; the regressor trains on them beside this machine's rows.",
 )
 def reference_kernel_rows(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
     profile = hase.profile()
     ep = profile.execution_provider
-    rows, calibration = refresh_reference_rows(
-        hase.warehouse(), ep, profile.reference_tables, hase.paths().root / "reference" / "tables.duckdb"
-    )
+    try:
+        rows, calibration = refresh_reference_rows(
+            hase.warehouse(), ep, profile.reference_tables, hase.paths().root / "reference" / "tables.duckdb"
+        )
+    except CalibrationError as exc:
+        # Not fatal: the regressor trains on this machine's rows alone, and the failed check says why.
+        context.log.warning(f"no reference rows: {exc}")
+        return dg.MaterializeResult(
+            metadata={"ep": ep, "rows": 0, "reference_tables": profile.reference_tables},
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name="reference_rows_calibrated",
+                    passed=False,
+                    severity=dg.AssetCheckSeverity.WARN,
+                    metadata={"reason": str(exc)},
+                )
+            ],
+        )
     if calibration is None:
-        return dg.MaterializeResult(metadata={"ep": ep, "rows": 0, "reference_tables": "none"})
+        return dg.MaterializeResult(
+            metadata={"ep": ep, "rows": 0, "reference_tables": "none"},
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name="reference_rows_calibrated", passed=True, metadata={"reason": "no reference tables"}
+                )
+            ],
+        )
     ratios = rows["speed_ratio"] if len(rows) else pd.Series(dtype=float)
     context.log.info(
         f"{len(rows)} reference rows of {rows['instance_id'].nunique() if len(rows) else 0} kernels; speed ratio "
@@ -55,7 +78,14 @@ def reference_kernel_rows(context: dg.AssetExecutionContext, hase: HaseResource)
             "median_speed_ratio": calibration.median_ratio,
             "speed_ratio_p10_p90": f"{ratios.quantile(0.1):.2f} - {ratios.quantile(0.9):.2f}" if len(rows) else "-",
             "ratio_cross_validated_error_pct": calibration.cross_validated_error_pct,
-        }
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="reference_rows_calibrated",
+                passed=True,
+                metadata={"shared_timings": calibration.pairs},
+            )
+        ],
     )
 
 

@@ -13,6 +13,7 @@ from hase_dagster.core.config import load_config
 from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.reference_rows import (
     MIN_PAIRS,
+    CalibrationError,
     calibrated_reference_rows,
     fit_calibration,
     refresh_reference_rows,
@@ -142,3 +143,24 @@ def test_missing_reference_tables_are_a_one_line_error(tmp_path: Path, capsys: p
     error = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(error) == 1
     assert error[0].startswith("hase: error: reference tables") and "kernel_benchmarks.parquet" in error[0]
+
+
+def test_a_failed_calibration_leaves_no_rows_of_an_earlier_one(tmp_path: Path) -> None:
+    store = import_tables(CPU_TABLES, tmp_path / "hase.duckdb")
+    with store.connect() as connection:  # a slower machine, so that its own rows differ from the reference's
+        connection.execute("UPDATE kernel_benchmarks SET mean_ms = 1.5 * mean_ms")
+        connection.execute(
+            """DELETE FROM kernel_benchmarks WHERE instance_id IN (
+                   SELECT instance_id FROM kernels k JOIN model_files f USING (variant_id)
+                   GROUP BY 1 HAVING bool_and(f.family = 'design_space'))"""
+        )
+    refresh_reference_rows(store, "cpu", CPU_TABLES, tmp_path / "reference.duckdb")
+    assert store.count("reference_kernel_rows", ep="cpu") > 1000
+    with store.connect() as connection:  # another ORT build: almost no kernel fingerprint in common
+        connection.execute(
+            "DELETE FROM kernel_benchmarks "
+            "WHERE instance_id NOT IN (SELECT instance_id FROM kernel_benchmarks LIMIT 10)"
+        )
+    with pytest.raises(CalibrationError, match="at least 50 are needed"):
+        refresh_reference_rows(store, "cpu", CPU_TABLES, tmp_path / "reference.duckdb")
+    assert store.count("reference_kernel_rows", ep="cpu") == 0

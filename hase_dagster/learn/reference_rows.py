@@ -31,6 +31,11 @@ MIN_PAIRS = 50
 PAIR_KEYS = ["instance_id", "batch_size", "stress_level", "ep"]
 
 
+class CalibrationError(HaseError):
+    """Too few kernel timings shared with the reference tables to learn the speed ratio (another ORT
+    build fingerprints other kernels, another profile times other models)."""
+
+
 @dataclass
 class SpeedCalibration:
     """This machine's time over the reference machine's, per kernel row.
@@ -119,10 +124,10 @@ def fit_calibration(pairs: pd.DataFrame, folds: int = 5) -> SpeedCalibration:
         The calibration.
 
     Raises:
-        HaseError: fewer than :data:`MIN_PAIRS` shared timings.
+        CalibrationError: fewer than :data:`MIN_PAIRS` shared timings.
     """
     if len(pairs) < MIN_PAIRS:
-        raise HaseError(
+        raise CalibrationError(
             f"the reference tables share {len(pairs)} kernel timings with this warehouse; "
             f"at least {MIN_PAIRS} are needed to learn the speed ratio between the machines"
         )
@@ -197,9 +202,14 @@ def refresh_reference_rows(
 
     Returns:
         The rows written and the calibration (None without reference tables).
+
+    Raises:
+        CalibrationError: too few shared timings (the table is left empty).
+        HaseError: ``reference_tables`` is no folder of exported tables.
     """
+    # Rows of an earlier calibration go first: a failed one must not leave them to be trained on.
+    store.replace_partition("reference_kernel_rows", {"ep": ep}, pd.DataFrame())
     if reference_tables is None:
-        store.replace_partition("reference_kernel_rows", {"ep": ep}, pd.DataFrame())
         return pd.DataFrame(), None
     reference = import_tables(resolve_reference_tables(reference_tables), scratch)
     query = "SELECT * FROM kernel_benchmarks WHERE ep = ?"
@@ -221,6 +231,7 @@ def resolve_reference_tables(path: str | os.PathLike[str]) -> Path:
 
 
 __all__ = [
+    "CalibrationError",
     "MIN_PAIRS",
     "SpeedCalibration",
     "calibrated_reference_rows",
