@@ -11,6 +11,7 @@ import pytest
 
 from hase_dagster.core.config import load_config
 from hase_dagster.core.errors import HaseError
+from hase_dagster.learn.evaluation import _reference_rows_markdown
 from hase_dagster.learn.reference_rows import (
     MIN_PAIRS,
     CalibrationError,
@@ -124,9 +125,14 @@ def test_the_probes_of_the_reference_train_at_this_machines_speed(slower_machine
     scaled = trained_on.merge(reference, on=["instance_id", "batch_size", "stress_level"], suffixes=("", "_ref"))
     scaled = scaled[scaled["sample_architectures"].notna()]
     assert (scaled["mean_ms"] / scaled["mean_ms_ref"]).median() == pytest.approx(2.0, rel=0.05)
+    # The evaluation report says what the predictors trained on besides this machine's rows.
+    section = _reference_rows_markdown(store, "cpu")
+    last_row = [cell.strip() for cell in section.splitlines()[-1].strip("|").split("|")]
+    assert section.startswith("## Reference rows") and last_row[0] == str(len(rows)) and last_row[2] == "2"
     # Without reference tables the rows go again.
     refresh_reference_rows(store, "cpu", None, tmp_path / "reference.duckdb")
     assert len(training_rows(store, "cpu")) == len(own)
+    assert "_none:" in _reference_rows_markdown(store, "cpu")
 
 
 def test_the_cpu_profiles_reference_tables_are_the_committed_ones() -> None:

@@ -212,6 +212,7 @@ def evaluate(
     markdown = "\n\n".join(
         [
             _markdown(ep, cases, summaries, worst),
+            _reference_rows_markdown(store, ep),
             _speedup_markdown(speedups),
             _kernel_precision_markdown(store, ep),
             memory,
@@ -282,6 +283,26 @@ def kernel_precisions_of_variants(store: Warehouse, ep: str) -> pd.DataFrame:
            WHERE k.ep = ? AND coalesce(f.precision, 'fp32') <> 'fp32'
            GROUP BY ALL ORDER BY 1, 3, 4""",
         [ep],
+    )
+
+
+def _reference_rows_markdown(store: Warehouse, ep: str) -> str:
+    """What the regressors trained on besides this warehouse's rows: the reference probe rows
+    (``learn.reference_rows``), their count and speed ratios."""
+    frame = store.query(
+        """SELECT count(*) AS reference_rows, count(DISTINCT instance_id) AS kernels,
+                  median(speed_ratio) AS median_speed_ratio, quantile_cont(speed_ratio, 0.1) AS p10_ratio,
+                  quantile_cont(speed_ratio, 0.9) AS p90_ratio
+           FROM reference_kernel_rows WHERE ep = ?""",
+        [ep],
+    )
+    if not int(frame["reference_rows"].iloc[0]):
+        return "## Reference rows\n\n_none: every predictor trained on this warehouse's own kernel rows only_"
+    return (
+        "## Reference rows\n\nEvery predictor above (the shipped one and each held-out one) also trained on "
+        "design-space probe rows of the profile's reference tables, timed on another machine and scaled to "
+        "this one's speed (this machine's time over the reference's, per row); probes are never test cases.\n\n"
+        + frame.round(3).to_markdown(index=False)
     )
 
 
