@@ -23,6 +23,7 @@ from hase_dagster.learn.reference_rows import (
 from hase_dagster.learn.regressor import training_rows
 from hase_dagster.learn.reports import import_tables
 from hase_dagster.orchestration.cli import main
+from warehouse.store import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
 CPU_TABLES = REPO / "results" / "cpu" / "tables"
@@ -94,10 +95,9 @@ def test_this_machines_own_instances_win_and_the_rest_are_scaled() -> None:
     assert ((rows["speed_ratio"] > 0.4) & (rows["speed_ratio"] < 0.9)).all()
 
 
-@pytest.fixture(scope="module")
-def slower_machine(tmp_path_factory: pytest.TempPathFactory) -> object:
-    """The CPU tables as a machine 2x slower that timed no design-space probe of its own."""
-    store = import_tables(CPU_TABLES, tmp_path_factory.mktemp("slower") / "hase.duckdb")
+def _slower_machine_without_probes(database: Path, slower_by: float) -> Warehouse:
+    """The CPU tables as a machine ``slower_by`` times slower that timed no design-space probe of its own."""
+    store = import_tables(CPU_TABLES, database)
     with store.connect() as connection:
         connection.execute(
             """DELETE FROM kernel_benchmarks WHERE instance_id IN (
@@ -105,12 +105,18 @@ def slower_machine(tmp_path_factory: pytest.TempPathFactory) -> object:
                    GROUP BY 1 HAVING bool_and(f.family = 'design_space'))"""
         )
         connection.execute(
-            "UPDATE kernel_benchmarks SET mean_ms = 2 * mean_ms, median_ms = 2 * median_ms, p90_ms = 2 * p90_ms"
+            "UPDATE kernel_benchmarks SET mean_ms = ? * mean_ms, median_ms = ? * median_ms, p90_ms = ? * p90_ms",
+            [slower_by] * 3,
         )
     return store
 
 
-def test_the_probes_of_the_reference_train_at_this_machines_speed(slower_machine: object, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def slower_machine(tmp_path_factory: pytest.TempPathFactory) -> Warehouse:
+    return _slower_machine_without_probes(tmp_path_factory.mktemp("slower") / "hase.duckdb", 2.0)
+
+
+def test_the_probes_of_the_reference_train_at_this_machines_speed(slower_machine: Warehouse, tmp_path: Path) -> None:
     store = slower_machine
     own = training_rows(store, "cpu")
     rows, calibration = refresh_reference_rows(store, "cpu", CPU_TABLES, tmp_path / "reference.duckdb")
@@ -152,14 +158,7 @@ def test_missing_reference_tables_are_a_one_line_error(tmp_path: Path, capsys: p
 
 
 def test_a_failed_calibration_leaves_no_rows_of_an_earlier_one(tmp_path: Path) -> None:
-    store = import_tables(CPU_TABLES, tmp_path / "hase.duckdb")
-    with store.connect() as connection:  # a slower machine, so that its own rows differ from the reference's
-        connection.execute("UPDATE kernel_benchmarks SET mean_ms = 1.5 * mean_ms")
-        connection.execute(
-            """DELETE FROM kernel_benchmarks WHERE instance_id IN (
-                   SELECT instance_id FROM kernels k JOIN model_files f USING (variant_id)
-                   GROUP BY 1 HAVING bool_and(f.family = 'design_space'))"""
-        )
+    store = _slower_machine_without_probes(tmp_path / "hase.duckdb", 1.5)
     refresh_reference_rows(store, "cpu", CPU_TABLES, tmp_path / "reference.duckdb")
     assert store.count("reference_kernel_rows", ep="cpu") > 1000
     with store.connect() as connection:  # another ORT build: almost no kernel fingerprint in common
