@@ -172,7 +172,9 @@ class Forest:
 
     kind = "random_forest"
 
-    def __init__(self, n_estimators: int = 200) -> None:
+    # 100 trees: against 200, on make run's rows with the reference rows (5,625), held-out rows 5.94 vs 5.88%,
+    # held-out architectures 19.98 vs 19.92%, the kind chosen the same, the comparison 56 s instead of 89 s on 2 cores.
+    def __init__(self, n_estimators: int = 100) -> None:
         self.n_estimators = n_estimators
         self.arrays: dict[str, np.ndarray] = {}
 
