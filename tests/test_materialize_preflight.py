@@ -46,6 +46,14 @@ def test_an_unknown_torchvision_model_is_named(tmp_path: Path) -> None:
     assert "resnet_that_does_not_exist" in _one_error_line(_materialize(tmp_path, config=config))
 
 
+def test_reference_tables_that_are_not_there_are_named(tmp_path: Path) -> None:
+    config = yaml.safe_load(yaml.safe_dump(TEST_PROFILE))
+    config["profiles"]["tiny"]["reference_tables"] = "no/such/tables"
+    line = _one_error_line(_materialize(tmp_path, config=config))
+    assert f"reference tables {tmp_path / 'no' / 'such' / 'tables'} lack kernel_benchmarks.parquet" in line
+    assert not (tmp_path / "data" / "models").exists()
+
+
 def test_a_stress_level_that_is_no_partition_is_named(tmp_path: Path) -> None:
     line = _one_error_line(_materialize(tmp_path, "--stress-level", "0.33", config=TEST_PROFILE))
     assert "0.33" in line and "not partitions" in line

@@ -178,8 +178,8 @@ def run_job(
 
 def preflight(config: HaseConfig, profile: Profile, stress_levels: list[float] | None, data_root: Path) -> None:
     """Refuse, in a second and before any run, what would fail minutes into one: a CUDA profile where
-    CUDA does not run, zoo models torchvision does not have, stress levels that are not partitions,
-    and a data directory that cannot be written.
+    CUDA does not run, zoo models torchvision does not have, reference tables that are not there, stress
+    levels that are not partitions, and a data directory that cannot be written.
 
     Raises:
         HaseError: naming the problem.
@@ -198,6 +198,10 @@ def preflight(config: HaseConfig, profile: Profile, stress_levels: list[float] |
     unknown = [m.name for m in profile.models if m.kind == "torchvision" and m.name not in known]
     if unknown:
         raise HaseError(f"profile {profile.name!r} names models torchvision does not have: {', '.join(unknown)}")
+    if profile.reference_tables is not None:
+        from hase_dagster.learn.reference_rows import resolve_reference_tables
+
+        resolve_reference_tables(profile.reference_tables)
     partitions = {stress_level_key(level) for level in config.stress_levels}
     off = [level for level in stress_levels or [] if stress_level_key(level) not in partitions]
     if off:
