@@ -61,22 +61,22 @@ def reference_kernel_rows(context: dg.AssetExecutionContext, hase: HaseResource)
                 )
             ],
         )
-    ratios = rows["speed_ratio"] if len(rows) else pd.Series(dtype=float)
-    context.log.info(
-        f"{len(rows)} reference rows of {rows['instance_id'].nunique() if len(rows) else 0} kernels; speed ratio "
-        f"{calibration.median_ratio:.2f} (median of {calibration.pairs} shared timings), cross-validated error "
-        f"{calibration.cross_validated_error_pct:.1f}%"
-    )
+    context.log.info(calibration.describe(rows))
+    spread = {}
+    if len(rows):
+        spread = {
+            "kernels": int(rows["instance_id"].nunique()),
+            "probes": int(rows["architecture"].str.split(",").explode().nunique()),
+            "speed_ratio_p10_p90": f"{rows['speed_ratio'].quantile(0.1):.2f} - {rows['speed_ratio'].quantile(0.9):.2f}",
+        }
     return dg.MaterializeResult(
         metadata={
             "ep": ep,
             "reference_tables": profile.reference_tables,
             "rows": len(rows),
-            "kernels": int(rows["instance_id"].nunique()) if len(rows) else 0,
-            "probes": int(rows["architecture"].str.split(",").explode().nunique()) if len(rows) else 0,
+            **spread,
             "shared_timings": calibration.pairs,
             "median_speed_ratio": calibration.median_ratio,
-            "speed_ratio_p10_p90": f"{ratios.quantile(0.1):.2f} - {ratios.quantile(0.9):.2f}" if len(rows) else "-",
             "ratio_cross_validated_error_pct": calibration.cross_validated_error_pct,
         },
         check_results=[

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dagster as dg
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
+from assets.learning import reference_kernel_rows
 from hase_dagster.core.config import load_config
 from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.evaluation import _reference_rows_markdown
@@ -23,6 +26,8 @@ from hase_dagster.learn.reference_rows import (
 from hase_dagster.learn.regressor import training_rows
 from hase_dagster.learn.reports import import_tables
 from hase_dagster.orchestration.cli import main
+from resources.hase import HaseResource
+from tests.conftest import TEST_PROFILE
 from warehouse.store import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,6 +128,8 @@ def test_the_probes_of_the_reference_train_at_this_machines_speed(slower_machine
     assert calibration is not None and calibration.median_ratio == pytest.approx(2.0, rel=0.01)
     assert len(rows) > 1000 and rows["sample_architectures"].notna().all()
     assert rows["speed_ratio"].median() == pytest.approx(2.0, rel=0.05)
+    kernels = rows["instance_id"].nunique()
+    assert calibration.describe(rows).startswith(f"{len(rows)} reference rows of {kernels} kernels")
     trained_on = training_rows(store, "cpu")
     assert len(trained_on) == len(own) + len(rows)
     reference = import_tables(CPU_TABLES, tmp_path / "again.duckdb").query(
@@ -169,3 +176,18 @@ def test_a_failed_calibration_leaves_no_rows_of_an_earlier_one(tmp_path: Path) -
     with pytest.raises(CalibrationError, match="at least 50 are needed"):
         refresh_reference_rows(store, "cpu", CPU_TABLES, tmp_path / "reference.duckdb")
     assert store.count("reference_kernel_rows", ep="cpu") == 0
+
+
+def test_the_asset_writes_the_rows_and_passes_its_check(tmp_path: Path) -> None:
+    """The asset on a warehouse 1.5x slower than the CPU tables, its profile naming them as reference."""
+    _slower_machine_without_probes(tmp_path / "data" / "hase.duckdb", 1.5)
+    config = yaml.safe_load(yaml.safe_dump(TEST_PROFILE))
+    config["profiles"]["tiny"]["reference_tables"] = str(CPU_TABLES)
+    (tmp_path / "hase.yaml").write_text(yaml.safe_dump(config))
+    hase = HaseResource(config_path=str(tmp_path / "hase.yaml"), data_directory=str(tmp_path / "data"))
+    result = dg.materialize([reference_kernel_rows], resources={"hase": hase})
+    [check] = result.get_asset_check_evaluations()
+    assert check.check_name == "reference_rows_calibrated" and check.passed
+    metadata = result.asset_materializations_for_node("reference_kernel_rows")[0].metadata
+    assert metadata["rows"].value > 1000 and metadata["kernels"].value < metadata["rows"].value
+    assert metadata["median_speed_ratio"].value == pytest.approx(1.5, rel=0.01)

@@ -53,6 +53,14 @@ class SpeedCalibration:
     median_ratio: float
     cross_validated_error_pct: float
 
+    def describe(self, rows: pd.DataFrame) -> str:
+        """One line on the calibrated ``rows`` (:func:`calibrated_reference_rows`) and this calibration."""
+        kernels = rows["instance_id"].nunique() if len(rows) else 0
+        return (
+            f"{len(rows)} reference rows of {kernels} kernels; speed ratio {self.median_ratio:.2f} (median of "
+            f"{self.pairs} shared timings), cross-validated error {self.cross_validated_error_pct:.1f}%"
+        )
+
     def ratios(self, rows: pd.DataFrame) -> np.ndarray:
         """The ratio for each reference row of ``rows`` (kernel benchmark columns)."""
         return np.exp(np.asarray(self.booster.inplace_predict(ratio_features(rows)), dtype=float))

@@ -586,12 +586,7 @@ def _add_reference_rows(store: Any, ep: str, reference_tables: Path | None, scra
 
     rows, calibration = refresh_reference_rows(store, ep, reference_tables, scratch)
     if calibration is not None:
-        print(
-            f"{ep}: {len(rows)} reference probe rows, speed ratio {calibration.median_ratio:.2f} "
-            f"(median of {calibration.pairs} shared timings; cross-validated error "
-            f"{calibration.cross_validated_error_pct:.1f}%)",
-            file=sys.stderr,
-        )
+        print(f"{ep}: {calibration.describe(rows)}", file=sys.stderr)
 
 
 def cmd_import_tables(args: argparse.Namespace) -> int:
