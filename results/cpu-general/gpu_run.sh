@@ -6,7 +6,8 @@
 # Environment: WORK (/tmp/checker-gpu), BATCHES (16,64), BUDGET_S (480), SEEDS (701-724; none: no generator
 # network), MODELS (torchvision classifiers exported beside them, space-separated; none by default), OTHER_KINDS
 # (other_kinds.py's networks, comma-separated; none by default), TRANSFORMERS (set_r.py's networks, comma-separated, with
-# SKIP its NAME_bB files not to make; none by default).
+# SKIP its NAME_bB files not to make; none by default), TIMM (timm_set.py's models, space-separated, with TIMM_WHEEL the
+# timm wheel to install; none by default).
 #   set D on the H100 (2026-11-24): WORK=/tmp/setD-gpu SEEDS=737-748 BATCHES=1,4,16,64 MODELS="regnet_x_800mf
 #   regnet_y_1_6gf efficientnet_b1 shufflenet_v2_x1_5 squeezenet1_0 mnasnet0_75" bash results/cpu-general/gpu_run.sh
 #   (exporting those 72 files took 4 min on the host: with BUDGET_S=540 the first call ran past the 600 s limit
@@ -60,6 +61,9 @@
 #   set N at batch 1/4 (the same networks, predicted by both bundles at 17:17 UTC, after set N's batch 16/64 verdict,
 #   before these were timed): WORK=/tmp/setN14-gpu SEEDS=860-871 BATCHES=1,4 MODELS="lraspp_mobilenet_v3_large
 #   deeplabv3_mobilenet_v3_large fcn_resnet50 deeplabv3_resnet50" BUDGET_S=300 bash results/cpu-general/gpu_run.sh
+#   set S on the H100 (fixed 2026-11-27 10:44 UTC, before any prediction or timing; timm models, a library no profile,
+#   probe or earlier set drew from): WORK=/tmp/setS-gpu SEEDS=none BATCHES=1,4,16,64 TIMM="$(cat results/cpu-general/setS-models.txt)"
+#   TIMM_WHEEL=.gpuhost/timm/timm-1.0.31-py3-none-any.whl BUDGET_S=300 bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
@@ -74,6 +78,13 @@ if [ ! -e "$work/files/traits.json" ]; then
     --only "$OTHER_KINDS" >> "$work/export.log" 2>&1
   [ -z "${TRANSFORMERS:-}" ] || python3 results/gpu-general/tokens/set_r.py "$work/files" --batch-sizes "${BATCHES:-16,64}" \
     --only "$TRANSFORMERS" --skip "${SKIP:-}" --ep cuda >> "$work/export.log" 2>&1
+  if [ -n "${TIMM:-}" ]; then  # timm_set.py's models; timm itself from the wheel carried beside the payload
+    [ -d /tmp/timm-site ] || python3 -m pip install -q --no-deps --target /tmp/timm-site "${TIMM_WHEEL:?a timm wheel}" >> "$work/export.log" 2>&1
+    PYTHONPATH=$PYTHONPATH:/tmp/timm-site python3 results/cpu-general/timm_set.py "$work/files" \
+      --batch-sizes "${BATCHES:-16,64}" --jobs 8 --ep cuda $TIMM >> "$work/export.log" 2>&1
+    cp "$work/files/timm.json" "$work/files/timm-failed.json" "$work/" 2>/dev/null
+    python3 results/cpu-general/onnx_ops.py "$work/files" > "$work/ops.json" 2>> "$work/export.log"
+  fi
   if [ "${SEEDS:-701-724}" = none ]; then
     echo '[]' > "$work/files/traits.json"  # no generator network: the folder is whole
   else
