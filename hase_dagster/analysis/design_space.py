@@ -81,6 +81,11 @@ ACTIVATIONS = ("none", "relu", "relu6", "silu", "gelu", "hardswish", "sigmoid")
 RESOLUTIONS = (7, 14, 28, 56, 112)
 # The image size the stem's patch is chosen for; another input size scales the cell's resolution.
 REFERENCE_INPUT = 224
+# The ``norms`` space: normalisations and gates that stay kernels of their own in ORT's graph (a BatchNorm after
+# an activation or after a token-wise Linear, PoolFormer's pool-minus-input mixer, a hard-sigmoid gate).
+NORM_CELLS = ("bn_tokens", "bn_post", "pool_sub", "hard_gate")
+NORM_CELL_WEIGHTS = (0.35, 0.35, 0.15, 0.15)
+NORM_RESOLUTIONS = (7, 14, 16, 28, 56)
 # Per-sample caps: a cell's multiply-adds (resnet50 has 4.1 G in all) and its widest activation.
 MAX_CELL_MACS = 3.0e9
 MAX_ACTIVATION_ELEMENTS = 2.0e6
@@ -225,6 +230,11 @@ class ProbeSpec:
             return out_r2 * 4 * self.width * self.out_width if self.stride == 2 else 0.0
         if self.cell == "upsample":  # the convolution after the 2x upsample (before it: pixel_shuffle's)
             return 4 * r2 * self.width * self.out_width * self.kernel**2
+        if self.cell in ("bn_tokens", "hard_gate", "bn_post"):
+            per_pixel = self.kernel**2 * self.width // self.groups
+            return r2 * self.out_width * per_pixel + (r2 * self.out_width * 9 * self.width if self.se else 0)
+        if self.cell == "pool_sub":  # its MLP's two 1x1 convolutions
+            return 2 * r2 * self.width * self.width * self.expand
         if self.cell in ("norm", "dilated", "pad"):
             return out_r2 * self.width * self.out_width // self.groups_of_conv * self.kernel**2
         if self.cell == "conv1d":
@@ -553,6 +563,37 @@ def _draw_tokens(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_norms(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    cell = str(rng.choice(NORM_CELLS, p=NORM_CELL_WEIGHTS))
+    resolution = int(rng.choice(NORM_RESOLUTIONS))
+    width = _log_width(rng, 32, 768)
+    activation = str(rng.choice(["gelu", "relu", "silu", "hardswish", "none"]))
+    depth = int(rng.choice([1, 1, 2]))
+    if cell == "bn_tokens":  # a token-wise Linear, then BatchNorm1d over (batch x tokens, channels): LeViT's
+        out_width = width if rng.random() < 0.5 else _log_width(rng, 32, 1024)
+        return ProbeSpec(
+            seed, cell, resolution, width, out_width, activation=activation, depth=depth,
+            residual=out_width == width and rng.random() < 0.5,
+        )  # fmt: skip
+    if cell == "bn_post":  # a convolution, its activation, then BatchNorm2d (nothing to fold it into): ConvMixer's
+        depthwise = rng.random() < 0.5
+        kernel = int(rng.choice([3, 5, 7, 9])) if depthwise else int(rng.choice([1, 1, 3]))
+        out_width = width if depthwise else _log_width(rng, 32, 768)
+        return ProbeSpec(
+            seed, cell, resolution, width, out_width, kernel, groups=width if depthwise else 1,
+            activation=activation if activation != "none" else "gelu", depth=depth, residual=depthwise,
+        )  # fmt: skip
+    if cell == "pool_sub":  # GroupNorm(1), AvgPool(3) minus its input, then a 1x1 MLP: PoolFormer's block
+        return ProbeSpec(
+            seed, cell, resolution, width, width, activation="gelu", depth=depth, expand=int(rng.choice([2, 4])),
+            residual=True,
+        )  # fmt: skip
+    # hard_gate: a 3x3 convolution and a squeeze-excitation gated by HardSigmoid (MobileNetV3, GhostNet, LCNet)
+    return ProbeSpec(
+        seed, cell, resolution, width, _log_width(rng, 32, 768), 3, activation=activation, depth=depth,
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
@@ -568,7 +609,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             recurrent layers, pads and reductions that no other space makes) or ``recurrent`` (LSTM and GRU
             layers only: 9-1024 steps, 64-1024 units, 1-3 layers, one or two directions) or ``image_io`` (an image
             network's stride-1 stem and its output convolution to 1-21 channels at 56-448 px, with an upsample)
-            or ``tokens`` (transformer encoder layers over 16-1025 tokens, 192-1280 wide).
+            or ``tokens`` (transformer encoder layers over 16-1025 tokens, 192-1280 wide) or ``norms`` (BatchNorm
+            after a token-wise Linear or after an activation, PoolFormer's pool-minus-input, HardSigmoid gates).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample (the space's own caps
@@ -583,6 +625,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "depthwise": _draw_depthwise, "movement": _draw_movement,
         "highres": _draw_highres, "windows": _draw_windows, "operators": _draw_operators,
         "recurrent": _draw_recurrent, "image_io": _draw_image_io, "tokens": _draw_tokens,
+        "norms": _draw_norms,
     }.get(space)  # fmt: skip
     most_macs, largest = SPACE_CAPS.get(space, (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS))
     if draw_once is None:
@@ -793,6 +836,46 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             pooled_sum = self.gate(y.mean((2, 3), keepdim=True)) + self.gate(y.amax((2, 3), keepdim=True))
             return y * torch.sigmoid(pooled_sum)
 
+    class NormCell(nn.Module):
+        """The body of a ``norms`` cell (``_draw_norms`` says what each is)."""
+
+        def __init__(self, c_in: int, c_out: int) -> None:
+            super().__init__()
+            self.act = act()
+            if spec.cell == "bn_tokens":
+                self.linear = nn.Linear(c_in, c_out, bias=False)
+                self.norm: nn.Module = nn.BatchNorm1d(c_out)
+            elif spec.cell == "bn_post":
+                self.conv = nn.Conv2d(c_in, c_out, spec.kernel, 1, spec.kernel // 2, groups=spec.groups)
+                self.norm = nn.BatchNorm2d(c_out)
+            elif spec.cell == "pool_sub":
+                self.norm = nn.GroupNorm(1, c_in)
+                self.pool = nn.AvgPool2d(3, 1, 1, count_include_pad=False)
+                hidden = c_in * spec.expand
+                self.mlp = nn.Sequential(nn.Conv2d(c_in, hidden, 1), nn.GELU(), nn.Conv2d(hidden, c_in, 1))
+            else:
+                self.conv = nn.Conv2d(c_in, c_out, 3, 1, 1)
+                hidden = max(8, c_out // 4)
+                self.gate = nn.Sequential(
+                    nn.AdaptiveAvgPool2d(1), nn.Conv2d(c_out, hidden, 1), nn.ReLU(), nn.Conv2d(hidden, c_out, 1),
+                    nn.Hardsigmoid(),
+                )  # fmt: skip
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if spec.cell == "bn_tokens":
+                b, c, h, w = x.shape
+                y = self.linear(x.flatten(2).transpose(1, 2))
+                y = self.act(self.norm(y.flatten(0, 1)).reshape(b, h * w, -1))
+                return y.transpose(1, 2).reshape(b, -1, h, w)
+            if spec.cell == "bn_post":
+                return self.norm(self.act(self.conv(x)))
+            if spec.cell == "pool_sub":
+                y = self.norm(x)
+                y = x + (self.pool(y) - y)
+                return self.mlp(y)
+            y = self.act(self.conv(x))
+            return y * self.gate(y)
+
     def operator_cell(c_in: int, c_out: int, stride: int) -> nn.Module:
         """The body of an ``operators`` cell (draw_probe's ``_draw_operators`` says what each is)."""
         if spec.cell == "upsample":
@@ -860,6 +943,8 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             elif spec.cell == "windows":
                 self.body = Windows(c_in)
                 self.residual = False  # Windows adds its own input back
+            elif spec.cell in NORM_CELLS:
+                self.body = NormCell(c_in, c_out)
             elif spec.cell in OPERATOR_CELLS:
                 self.body = operator_cell(c_in, c_out, stride)
             else:

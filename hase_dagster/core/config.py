@@ -86,6 +86,7 @@ ProbeSpace = Literal[
     "recurrent",
     "image_io",
     "tokens",
+    "norms",
 ]
 
 
