@@ -22,6 +22,7 @@ from hase_dagster.analysis.design_space import (
     IMAGE_IO_RESOLUTIONS,
     MAX_ACTIVATION_ELEMENTS,
     MAX_CELL_MACS,
+    NORM_CELLS,
     RECURRENT_SIDES,
     TOKENS_MAX_ACTIVATION_ELEMENTS,
     TOKENS_MAX_CELL_MACS,
@@ -476,3 +477,32 @@ def test_a_tokens_probe_runs_its_encoder_over_the_drawn_sequence_in_ort(mode: st
     assert [2, p.sequence_length, p.width] in products
     softmax = next(n for n in graph.node if n.op_type == "Softmax")
     assert shapes[softmax.output[0]][-2:] == [p.sequence_length, p.sequence_length]
+
+
+def test_the_norms_space_draws_its_four_cells_within_the_caps() -> None:
+    probes = [draw_probe(seed, "norms") for seed in range(300)]
+    assert {p.cell for p in probes} == set(NORM_CELLS)
+    assert all(p.cell_macs() <= MAX_CELL_MACS and p.widest_activation() <= MAX_ACTIVATION_ELEMENTS for p in probes)
+    assert {p.groups > 1 for p in probes if p.cell == "bn_post"} == {True, False}  # depthwise and dense
+    assert draw_probe(12000, "norms") == draw_probe(12000, "norms") != draw_probe(12000)
+
+
+@pytest.mark.parametrize(
+    ("cell", "op", "rank"),
+    [("bn_tokens", "BatchNormalization", 2), ("bn_post", "BatchNormalization", 4), ("pool_sub", "Sub", 4),
+     ("hard_gate", "HardSigmoid", 4)],
+)  # fmt: skip
+def test_a_norms_probe_exports_its_operator_over_the_rank_it_means_and_runs_in_ort(
+    cell: str, op: str, rank: int, tmp_path: Path
+) -> None:
+    """The operator a norms cell is for, over an input of the rank the cell means (LeViT's BatchNorm over rows,
+    ConvMixer's after an activation), in a file ORT runs."""
+    seed = next(s for s in range(300) if draw_probe(s, "norms").cell == cell)
+    model = ZooModel(name="n", kind="design_probe", seed=seed, probe_space="norms")
+    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (2, 1000) and np.isfinite(output).all()
+    graph = onnx.shape_inference.infer_shapes(onnx.load(exported.path)).graph
+    ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in graph.value_info}
+    assert rank in {ranks.get(n.input[0]) for n in graph.node if n.op_type == op}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.estimators import KINDS, FeatureLayout, RooflineResidual, load_estimator, make_estimator
 from hase_dagster.learn.features import NUMERIC_FEATURES, alignment, as_matrix, kernel_features, numeric_columns
 from hase_dagster.learn.predict import Composition
-from hase_dagster.learn.regressor import LatencyRegressor, _train
+from hase_dagster.learn.regressor import LatencyRegressor, _train, train_regressor
 from hase_dagster.learn.training import Predictor
 
 LOAD = ["HOST_CPU_UTIL"]
@@ -346,3 +347,51 @@ def test_alignment_tells_a_text_encoders_rows_from_a_vision_transformers() -> No
     assert kernel_features(softmax(1025))["align_in"] == 1  # odd: a class token on a 32 x 32 grid
     assert kernel_features(softmax(196))["align_in"] == 4
     assert alignment([]) == 1 and alignment([12608, 768]) == 16 and alignment([8, 197, 768]) == 1
+
+
+def _batch_norm(shape: list[int], mean_ms: float = 0.0, instance: str = "bn") -> dict[str, object]:
+    """A BatchNormalization kernel over ``shape`` (its scale a weight), as a training row when timed."""
+    numel = int(np.prod(shape))
+    return {
+        "instance_id": instance, "family": "BatchNormalization", "op_type": "BatchNormalization", "domain": "",
+        "inputs": [{"name": "x", "dtype": "float", "shape": shape},
+                   {"name": "scale", "dtype": "float", "shape": [shape[1]], "weight": True}],
+        "outputs": [{"name": "y", "dtype": "float", "shape": shape}], "attributes": {},
+        "flops": 2 * numel, "input_bytes": 4 * numel, "output_bytes": 4 * numel, "weight_bytes": 16 * shape[1],
+        "status": "ok", "mean_ms": mean_ms, "median_ms": mean_ms, "p90_ms": mean_ms * 1.05,
+        "batch_size": shape[0], "stress_level": 0.0, "bg_DCGM_FI_DEV_GPU_UTIL": 0.0, "architecture": instance,
+    }  # fmt: skip
+
+
+def test_a_batch_norm_over_rows_is_a_family_of_its_own_and_old_layouts_keep_the_catalogs() -> None:
+    assert kernel_features(_batch_norm([3136, 256]))["family"] == "BatchNormalization@rank2"
+    assert kernel_features(_batch_norm([16, 256, 28, 28]))["family"] == "BatchNormalization"
+    assert kernel_features(_batch_norm([3136, 256]), rank_families=False)["family"] == "BatchNormalization"
+    layout = _layout(["BatchNormalization"], [".BatchNormalization"])
+    assert FeatureLayout.from_json(layout.to_json()).rank_families is True
+    old = {k: v for k, v in layout.to_json().items() if k != "rank_families"}
+    assert FeatureLayout.from_json(old).rank_families is False
+
+
+def test_rows_of_a_slow_2d_batch_norm_leave_the_4d_ones_at_their_own_speed() -> None:
+    """The H100's case (results/gpu-general/norms): 2-D BatchNorms run at 6.5 GB/s, 4-D ones at 1 TB/s. Trained
+    on both, a 4-D one of a size only 2-D rows had is predicted at the 4-D speed, and a regressor that saw
+    only 4-D ones does not claim to know the 2-D family."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(60):
+        rows_, channels = int(rng.choice([196, 784, 3136, 12544])), int(rng.choice([64, 128, 256, 512]))
+        rows.append(_batch_norm([rows_, channels], 8 * rows_ * channels / 6.5e6, f"r{i}"))
+        n, side = int(rng.choice([1, 4, 16])), int(rng.choice([7, 14, 28]))
+        rows.append(_batch_norm([n, channels, side, side], 0.004 + 8 * n * channels * side**2 / 1e9, f"m{i}"))
+    frame = pd.DataFrame(rows)
+    for column in ("inputs", "outputs", "attributes"):
+        frame[f"{column}_json"] = frame[column].map(json.dumps)
+    regressor = train_regressor(frame, "cuda", kind="xgboost")
+    unseen_4d = _batch_norm([16, 512, 28, 28])  # 6.4M elements: as many as the largest 2-D rows
+    predicted = regressor.predict_kernels([unseen_4d], [{"DCGM_FI_DEV_GPU_UTIL": 0.0}])[0]["mean_ms"][0]
+    four_d_speed, two_d_speed = 0.004 + 8 * 16 * 512 * 28**2 / 1e9, 8 * 16 * 512 * 28**2 / 6.5e6
+    assert predicted < 3 * four_d_speed < two_d_speed / 10
+    assert regressor.knows("BatchNormalization", 2) and regressor.knows("BatchNormalization", 4)
+    only_4d = train_regressor(frame[frame["instance_id"].str.startswith("m")], "cuda", kind="xgboost")
+    assert only_4d.knows("BatchNormalization", 4) and not only_4d.knows("BatchNormalization", 2)

@@ -72,6 +72,11 @@ BROADCAST_ELEMENTWISE_OPS: frozenset[str] = frozenset(
 # How kernel_features orders activation operands: "graph" as the graph has them (regressors saved before
 # the order was a choice), "largest_first" for BROADCAST_ELEMENTWISE_OPS (every regressor trained since).
 OPERAND_ORDERS: tuple[str, ...] = ("graph", "largest_first")
+# Families whose ORT kernel takes another path for inputs of one rank, trained and predicted as a family of their
+# own (``<family>@rank<r>``): on the H100 a BatchNormalization over a 2-D (rows, channels) tensor (LeViT's, after a
+# token-wise Linear) runs cuDNN's per-activation path at 6-7 GB/s, one over a 4-D map at 0.4-1.3 TB/s; pooled in
+# one family, the 2-D rows made DenseNet's 4-D ones 163% slow (results/gpu-general/norms).
+RANK_FAMILIES: dict[str, int] = {"BatchNormalization": 2}
 ALIGN_CAP = 16
 # Integer vectors up to this many elements are a kernel's parameters (pads, shape, axes, starts, repeats),
 # whether an initializer holds them or a constant subgraph computes them: ORT reads them on the host.
@@ -110,21 +115,9 @@ def is_shape_operand(tensor: Mapping[str, Any]) -> bool:
     return str(tensor.get("dtype", "")) in ("int64", "int32") and len(shape) <= 1 and prod(shape) <= SHAPE_OPERAND_MAX
 
 
-def kernel_features(kernel: Mapping[str, Any], operand_order: str = "largest_first") -> dict[str, Any]:
-    """Features of one kernel from catalog-style fields (``inputs``/``inputs_json`` etc.).
-
-    ``operand_order`` (:data:`OPERAND_ORDERS`) says which activation is the first input whose dims the
-    features read: with "largest_first" a broadcasting elementwise op's largest operand.
-
-    A shape operand (:func:`is_shape_operand`) counts as a weight whether or not the graph holds it as one:
-    the tables' kernels, read from ORT's optimised graphs, have them folded into initializers, while static
-    detection may find them computed (Swin V2's window pads), and the two must give the same features.
-    """
-    inputs = _loads(kernel.get("inputs_json", kernel.get("inputs"))) or []
-    outputs = _loads(kernel.get("outputs_json", kernel.get("outputs"))) or []
-    attributes = _loads(kernel.get("attributes_json", kernel.get("attributes"))) or {}
-    absorbed = _loads(kernel.get("absorbed_ops_json", kernel.get("absorbed_ops"))) or []
-    # one pass, inputs in their order: a computed shape operand joins the weights and adds its bytes to theirs
+def _split_inputs(inputs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+    """A kernel's inputs as (activations, weights, bytes of computed shape operands), in their order: a computed
+    shape operand joins the weights and adds its bytes to theirs."""
     activations, weights, computed_parameter_bytes = [], [], 0
     for t in inputs:
         if t.get("weight"):
@@ -134,6 +127,39 @@ def kernel_features(kernel: Mapping[str, Any], operand_order: str = "largest_fir
             computed_parameter_bytes += prod(t["shape"]) * element_bytes(str(t["dtype"]))
         else:
             activations.append(t)
+    return activations, weights, computed_parameter_bytes
+
+
+def first_input_rank(kernel: Mapping[str, Any]) -> int:
+    """The rank of a kernel's first activation input (0 without one), as :func:`kernel_features` reads it."""
+    activations = _split_inputs(_loads(kernel.get("inputs_json", kernel.get("inputs"))) or [])[0]
+    return len(activations[0]["shape"]) if activations else 0
+
+
+def feature_family(family: str, input_rank: int) -> str:
+    """The family a kernel trains and predicts as: ``family``, or ``family@rank<r>`` for :data:`RANK_FAMILIES`
+    when its first activation input has that rank."""
+    return f"{family}@rank{input_rank}" if RANK_FAMILIES.get(family) == input_rank else family
+
+
+def kernel_features(
+    kernel: Mapping[str, Any], operand_order: str = "largest_first", rank_families: bool = True
+) -> dict[str, Any]:
+    """Features of one kernel from catalog-style fields (``inputs``/``inputs_json`` etc.).
+
+    ``operand_order`` (:data:`OPERAND_ORDERS`) says which activation is the first input whose dims the
+    features read: with "largest_first" a broadcasting elementwise op's largest operand. ``rank_families``:
+    the ``family`` feature is :func:`feature_family`'s (False: the catalog's, as regressors saved before it).
+
+    A shape operand (:func:`is_shape_operand`) counts as a weight whether or not the graph holds it as one:
+    the tables' kernels, read from ORT's optimised graphs, have them folded into initializers, while static
+    detection may find them computed (Swin V2's window pads), and the two must give the same features.
+    """
+    inputs = _loads(kernel.get("inputs_json", kernel.get("inputs"))) or []
+    outputs = _loads(kernel.get("outputs_json", kernel.get("outputs"))) or []
+    attributes = _loads(kernel.get("attributes_json", kernel.get("attributes"))) or {}
+    absorbed = _loads(kernel.get("absorbed_ops_json", kernel.get("absorbed_ops"))) or []
+    activations, weights, computed_parameter_bytes = _split_inputs(inputs)
     if operand_order == "largest_first" and kernel.get("op_type") in BROADCAST_ELEMENTWISE_OPS:
         activations.sort(key=lambda t: -prod(t["shape"]))  # stable: equal sizes keep the graph's order
     first_in = activations[0]["shape"] if activations else []
@@ -176,7 +202,7 @@ def kernel_features(kernel: Mapping[str, Any], operand_order: str = "largest_fir
         "weight_elem_bytes": element_bytes(str(largest_weight.get("dtype", "float"))) if largest_weight else 0,
         "precision_fp16": int(precision == "fp16"),
         "precision_int8": int(precision == "int8"),
-        "family": kernel["family"],
+        "family": feature_family(kernel["family"], len(first_in)) if rank_families else kernel["family"],
         "op": f"{kernel.get('domain') or ''}.{kernel.get('op_type')}",
     }
     return features
@@ -187,16 +213,18 @@ def feature_frame(
     load: pd.DataFrame | Mapping[str, float],
     load_fields: list[str],
     operand_order: str = "largest_first",
+    rank_families: bool = True,
 ) -> pd.DataFrame:
     """Kernel features plus one ``load_<field>`` column per load field.
 
     ``load`` is either one mapping applied to every kernel (prediction) or a frame with one row per
-    kernel holding ``bg_<field>`` columns (training rows). ``operand_order`` as in :func:`kernel_features`.
+    kernel holding ``bg_<field>`` columns (training rows). ``operand_order`` and ``rank_families`` as in
+    :func:`kernel_features`.
     """
     import pandas as pd
 
     records = kernels.to_dict("records") if isinstance(kernels, pd.DataFrame) else list(kernels)
-    frame = pd.DataFrame([kernel_features(k, operand_order) for k in records])
+    frame = pd.DataFrame([kernel_features(k, operand_order, rank_families) for k in records])
     for field in load_fields:
         if isinstance(load, pd.DataFrame):
             frame[f"load_{field}"] = load[f"bg_{field}"].to_numpy(dtype=float)
@@ -235,14 +263,15 @@ def feature_matrix(
     load_fields: list[str],
     numeric: Sequence[str] | None = None,
     operand_order: str = "largest_first",
+    rank_families: bool = True,
 ) -> np.ndarray:
     """The matrix :func:`as_matrix` makes of :func:`feature_frame` for these kernels, without pandas:
     one block of rows per load in ``loads`` (every kernel under the first load, then under the
     second...), so a prediction under several loads computes each kernel's features once.
-    ``numeric`` as in :func:`as_matrix` (its ``load_`` columns come after the others), ``operand_order`` as
-    in :func:`kernel_features`."""
+    ``numeric`` as in :func:`as_matrix` (its ``load_`` columns come after the others), ``operand_order`` and
+    ``rank_families`` as in :func:`kernel_features`."""
     names = [n for n in (numeric or numeric_columns(load_fields)) if not n.startswith("load_")]
-    features = [kernel_features(k, operand_order) for k in kernels]
+    features = [kernel_features(k, operand_order, rank_families) for k in kernels]
     shape = np.array([[f[name] for name in names] for f in features], dtype=float).reshape(len(features), len(names))
     family_hot = np.array([f["family"] for f in features], dtype=object)[:, None] == np.array(families)[None, :]
     op_hot = np.array([f["op"] for f in features], dtype=object)[:, None] == np.array(ops)[None, :]

@@ -31,7 +31,14 @@ from hase_dagster.learn.estimators import (
     load_estimator,
     make_estimator,
 )
-from hase_dagster.learn.features import PRECISION_FEATURES, as_matrix, feature_frame, feature_matrix, numeric_columns
+from hase_dagster.learn.features import (
+    PRECISION_FEATURES,
+    as_matrix,
+    feature_family,
+    feature_frame,
+    feature_matrix,
+    numeric_columns,
+)
 from hase_dagster.learn.graph_factors import GraphFactors
 
 if TYPE_CHECKING:  # imported where training needs it: a prediction from a saved regressor needs no pandas
@@ -89,8 +96,9 @@ class LatencyRegressor:
         """Milliseconds per target for catalog-style kernel records under each of ``loads`` (one
         mapping of targets to per-kernel arrays per load), in one pass of the estimators."""
         x = feature_matrix(
-            kernels, loads, self.families, self.ops, self.load_fields, self.numeric_columns, self.layout.operand_order
-        )
+            kernels, loads, self.families, self.ops, self.load_fields, self.numeric_columns, self.layout.operand_order,
+            self.layout.rank_families,
+        )  # fmt: skip
         predicted = self.predict_matrix(x)
         n = len(kernels)
         return [{t: values[i * n : (i + 1) * n] for t, values in predicted.items()} for i in range(len(loads))]
@@ -102,7 +110,11 @@ class LatencyRegressor:
             out["p90_ms"] = np.maximum.reduce([out[t] for t in out])
         return out
 
-    def knows(self, family: str) -> bool:
+    def knows(self, family: str, input_rank: int | None = None) -> bool:
+        """Whether the regressor trained on ``family`` (with ``input_rank``: the family its features give a
+        kernel of that first-input rank, features.feature_family)."""
+        if input_rank is not None and self.layout.rank_families:
+            family = feature_family(family, input_rank)
         return family in self.families
 
     def save(self, folder: Path) -> dict[str, Any]:
