@@ -74,8 +74,8 @@ BROADCAST_ELEMENTWISE_OPS: frozenset[str] = frozenset(
 OPERAND_ORDERS: tuple[str, ...] = ("graph", "largest_first")
 # Families whose ORT kernel takes another path for inputs of one rank, trained and predicted as a family of their
 # own (``<family>@rank<r>``): on the H100 a BatchNormalization over a 2-D (rows, channels) tensor (LeViT's, after a
-# token-wise Linear) runs cuDNN's per-activation path at 6-7 GB/s, one over a 4-D map at 0.4-1.3 TB/s; pooled in
-# one family, the 2-D rows made DenseNet's 4-D ones 163% slow (results/gpu-general/norms).
+# token-wise Linear) moves 12-13 GB/s, one over a 4-D map up to 2.6 TB/s (bytes read and written); pooled in one
+# family, the 2-D rows made DenseNet's 4-D ones 163% slow (results/gpu-general/README.md, "Set S and the norms probes").
 RANK_FAMILIES: dict[str, int] = {"BatchNormalization": 2}
 ALIGN_CAP = 16
 # Integer vectors up to this many elements are a kernel's parameters (pads, shape, axes, starts, repeats),
