@@ -8,13 +8,17 @@ validates each file by one ORT run.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from multiprocessing import get_context
 from pathlib import Path
+from typing import TypeVar
 
 from hase_dagster.analysis.zoo import ModelVariant, export_variant
 from hase_dagster.core.config import ZooModel
+
+T = TypeVar("T")
 
 
 def export_model(name: str, out: Path, batches: list[int]) -> None:
@@ -26,20 +30,28 @@ def export_model(name: str, out: Path, batches: list[int]) -> None:
         export_variant(ModelVariant(ZooModel(name=name), 224, batch), out, 17)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def export_parser(description: str) -> argparse.ArgumentParser:
+    """The arguments of a script that exports named models at several batch sizes into a folder."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("out", type=Path)
     parser.add_argument("models", nargs="+")
     parser.add_argument("--batch-sizes", default="1,4")
     parser.add_argument("--jobs", type=int, default=1, help="models exported at once, each in its own process")
-    args = parser.parse_args()
+    return parser
+
+
+def export_each(export: Callable[[str], T], models: list[str], jobs: int) -> list[T]:
+    """``export(name)`` for each model, ``jobs`` processes at once (spawned: torch does not survive a fork)."""
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs, mp_context=get_context("spawn")) as pool:
+            return list(pool.map(export, models))
+    return [export(name) for name in models]
+
+
+def main() -> int:
+    args = export_parser(__doc__.splitlines()[0]).parse_args()
     batches = [int(b) for b in args.batch_sizes.split(",")]
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-            list(pool.map(partial(export_model, out=args.out, batches=batches), args.models))
-    else:
-        for name in args.models:
-            export_model(name, args.out, batches)
+    export_each(partial(export_model, out=args.out, batches=batches), args.models, args.jobs)
     return 0
 
 

@@ -15,13 +15,12 @@ lists the files made, with each model's parameters and input size.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
-from multiprocessing import get_context
 from pathlib import Path
+
+from export_torchvision import export_each, export_parser  # this folder's script, beside this one
 
 
 def export_model(name: str, out: Path, batches: list[int], ep: str) -> dict:
@@ -55,21 +54,12 @@ def export_model(name: str, out: Path, batches: list[int], ep: str) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("models", nargs="+")
-    parser.add_argument("--batch-sizes", default="1,4")
-    parser.add_argument("--jobs", type=int, default=1, help="models exported at once, each in its own process")
+    parser = export_parser(__doc__.splitlines()[0])
     parser.add_argument("--ep", default="cpu", choices=("cpu", "cuda"), help="where each file is validated")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     batches = [int(b) for b in args.batch_sizes.split(",")]
-    export = partial(export_model, out=args.out, batches=batches, ep=args.ep)
-    if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-            made = list(pool.map(export, args.models))
-    else:
-        made = [export(name) for name in args.models]
+    made = export_each(partial(export_model, out=args.out, batches=batches, ep=args.ep), args.models, args.jobs)
     failed = [m for m in made if "error" in m]
     for m in failed:
         print(f"timm_set: {m['name']} left out: {m['error']}", file=sys.stderr)
