@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
+from hase_dagster.analysis.catalog import kernel_from_dict
 from hase_dagster.analysis.fusion_rules import FusionRules
 from hase_dagster.analysis.static_detect import detect_in_model
 from hase_dagster.core.errors import HaseError
@@ -313,3 +314,37 @@ def test_predict_with_a_bundle_detects_kernels_statically_and_predicts_as_its_pr
     assert main(["predict", str(resnet18_onnx), "--predictor", str(folder), "--batch-size", "4", "--load", "idle"]) == 2
     err = capsys.readouterr().err
     assert "fixed batch size of 1, not 4" in err and err.count("\n") == 1
+
+
+def test_predict_with_a_bundle_on_this_machines_ort_kernels(
+    trained: tuple[object, Predictor, Path],
+    resnet18_onnx: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--kernels ort`: the kernels ORT runs here on the bundle's EP (fused, where the test rules fuse nothing),
+    kept in the data directory's analysis cache, predicted as the bundle's predictor predicts them; refused in one
+    line without --predictor and for an EP that does not run here."""
+    _, predictor, folder = trained
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    args = ["predict", str(resnet18_onnx), "--predictor", str(folder), "--batch-size", "1", "--load", "idle", "--json"]
+    assert main([*args, "--kernels", "ort"]) == 0
+    ort_answer = json.loads(capsys.readouterr().out)
+    assert main(args) == 0
+    static_answer = json.loads(capsys.readouterr().out)
+    assert ort_answer["kernel_source"] == "ort" and ort_answer["detection_coverage"] is None
+    assert static_answer["kernel_source"] == "static"
+    (entry,) = (tmp_path / "data" / "analysis_cache" / "cpu").glob("*.json")
+    kernels = [kernel_from_dict("resnet18", "cpu", k) for k in json.loads(entry.read_text())["kernels"]]
+    assert len(kernels) == ort_answer["coverage"]["kernels"] < static_answer["coverage"]["kernels"]
+    load = read_bundle(folder).load_for("idle")[0]
+    expected = predict_model("resnet18", kernels, predictor.regressor, predictor.composition, load, "", 1)
+    assert ort_answer["predicted_ms"] == pytest.approx(expected.predicted_ms, rel=1e-9)
+    assert main(["predict", str(resnet18_onnx), "--kernels", "ort", "--batch-size", "1", "--load", "idle"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hase: error: ") and "give --predictor too" in err and err.count("\n") == 1
+    monkeypatch.setattr("hase_dagster.core.ort_runtime.cuda_is_usable", lambda: False)
+    assert main(["predict", str(resnet18_onnx), "--predictor", "h100", "--kernels", "ort", "--batch-size", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "bundle h100 predicts for cuda, which does not run on this machine" in err and err.count("\n") == 1

@@ -43,6 +43,10 @@ class DataPaths:
     def kernels(self, ep: str) -> Path:
         return self.root / "kernels" / ep
 
+    def analysis_cache(self, ep: str) -> Path:
+        """Kernel lists of analysed models (``learn.sweep.AnalysisCache``), for predictions on ORT's kernels."""
+        return self.root / "analysis_cache" / ep
+
     def dags(self, ep: str) -> Path:
         return self.root / "dags" / ep
 

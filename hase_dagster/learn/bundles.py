@@ -69,6 +69,23 @@ NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 # --- versions and checksums -------------------------------------------------------------------
 
 
+# Where a bundle's prediction takes a model's kernels from (Bundle.predict's kernel_source).
+KERNEL_SOURCES: tuple[str, ...] = ("static", "ort")
+
+
+def _require_local_ep(ep: str, bundle: str) -> None:
+    """Refuse ORT's own kernels for a bundle whose EP this machine's ORT cannot run."""
+    if ep == "cpu":
+        return
+    from hase_dagster.core.ort_runtime import cuda_is_usable
+
+    if not cuda_is_usable():
+        raise HaseError(
+            f"bundle {bundle} predicts for {ep}, which does not run on this machine: --kernels ort needs it "
+            "(the default, --kernels static, does not)"
+        )
+
+
 def installed_ort_version() -> str:
     """The installed onnxruntime's version, read from package metadata (no import of ORT)."""
     for package in ("onnxruntime-gpu", "onnxruntime"):
@@ -192,6 +209,20 @@ class Bundle:
             self._kernel_cache[key] = (detection.kernels, dict(detection.coverage))
         return self._kernel_cache[key]
 
+    def _ort_kernels(self, path: Path, batch_size: int, data: DataPaths | None) -> list[Kernel]:
+        """The kernels this machine's ORT runs for ``path`` at ``batch_size`` on the bundle's EP (the file's
+        fixed batch is checked as static detection checks it)."""
+        import tempfile
+
+        from hase_dagster.learn.sweep import AnalysisCache
+
+        if self.fixed_batch(path) is not None:
+            self._model(path).at(batch_size)  # refuses another batch size, in the same words
+        if data is not None:
+            return AnalysisCache(data.analysis_cache(self.ep)).kernels(path, batch_size, self.ep)[0]  # type: ignore[arg-type]
+        with tempfile.TemporaryDirectory() as tmp:
+            return AnalysisCache(Path(tmp)).kernels(path, batch_size, self.ep)[0]  # type: ignore[arg-type]
+
     def fixed_batch(self, path: Path) -> int | None:
         """The batch size ``path`` is fixed at, None where its batch dimension is free."""
         return self._model(path).fixed_batch
@@ -223,9 +254,12 @@ class Bundle:
         batch_sizes: Iterable[int],
         loads: Iterable[str] = ("idle",),
         prometheus_url: str | None = None,
+        kernel_source: str = "static",
+        analysis_cache: DataPaths | None = None,
     ) -> list[ModelPrediction]:
         """Predict every model at every batch size under every load, on this machine, without the
-        bundle's device: kernels by static detection, loads from the bundle's table.
+        bundle's device: kernels by static detection (or by ORT's own optimizer on this machine), loads
+        from the bundle's table.
 
         Args:
             models: ONNX files, or folders of them (every ``*.onnx`` directly inside).
@@ -233,10 +267,17 @@ class Bundle:
             loads: ``idle``, ``level=X`` (a stress level the bundle was benchmarked at) or
                 ``prometheus`` (read now), each resolved once.
             prometheus_url: where ``prometheus`` is read (default: the config's).
+            kernel_source: ``"static"`` (the bundle's fusion rules; nothing runs) or ``"ort"``: the kernels
+                this machine's ORT runs on the bundle's EP, which must be here. Right where this machine is
+                the bundle's kind of device (a CPU bundle on the CPU it will run on): the fusion rules cover
+                only the patterns their device's tables held (on set S's CPU files, 15.2% MAPE with static
+                detection against 12.9% with ORT's kernels: results/cpu-general/gpu-setS/README.md).
+            analysis_cache: the data directory whose analysis cache ``"ort"`` keeps each analysed graph's kernels
+                in (default: none kept).
 
         Returns:
             One prediction per (model, batch size, load), in that order, each with ``predictor``
-            (this bundle's summary), ``kernel_source`` ``"static"`` and ``detection_coverage``.
+            (this bundle's summary), ``kernel_source`` (``"static"``, with ``detection_coverage``, or ``"ort"``).
         """
         batches = list(batch_sizes)
         specs = list(loads)
@@ -244,6 +285,10 @@ class Bundle:
             raise HaseError(f"batch sizes must be positive integers, got {batches}")
         if not specs:
             raise HaseError("no load to predict under")
+        if kernel_source not in KERNEL_SOURCES:
+            raise HaseError(f"kernel source {kernel_source!r} is not one of {', '.join(KERNEL_SOURCES)}")
+        if kernel_source == "ort":
+            _require_local_ep(self.ep, self.name)
         resolved = [self.load_for(spec, prometheus_url) for spec in specs]
         regressor, composition = self.predictor.regressor, self.predictor.composition
         summary = self.summary()
@@ -257,11 +302,15 @@ class Bundle:
                 else []
             )
             for batch in batches:
-                kernels, coverage = self.kernels(path, batch)
+                coverage: dict[str, Any]
+                if kernel_source == "ort":
+                    kernels, coverage = self._ort_kernels(path, batch, analysis_cache), {}
+                else:
+                    kernels, coverage = self.kernels(path, batch)
                 for prediction in predict_model_under(path.name, kernels, regressor, composition, resolved, batch):
                     prediction.predictor = summary
-                    prediction.kernel_source = "static"
-                    prediction.detection_coverage = coverage
+                    prediction.kernel_source = kernel_source
+                    prediction.detection_coverage = coverage or None
                     prediction.precision = precision
                     prediction.warnings.extend(unseen)
                     if coverage.get("uncovered_ops"):

@@ -101,7 +101,7 @@ def predict_sweep(
     predictor = Predictor.load(layout.predictor(ep))
     store = Warehouse(layout.database)
     loads = [resolve_load(spec, store, ep, predictor.regressor.load_fields, prometheus_url) for spec in load_specs]
-    cache = AnalysisCache(layout.root / "analysis_cache" / ep)
+    cache = AnalysisCache(layout.analysis_cache(ep))
     predictions = []
     for path in files:
         precision = detect_precision(load_structure(path))

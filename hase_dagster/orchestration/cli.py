@@ -294,7 +294,7 @@ def cmd_precision(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from hase_dagster.core.paths import data_dir  # not core.config: a bundle's prediction reads no config
+    from hase_dagster.core.paths import DataPaths, data_dir  # not core.config: a bundle's prediction reads no config
     from hase_dagster.learn.predict_file import parse_load_spec
 
     loads = [spec.strip() for spec in args.load.split(",") if spec.strip()]
@@ -307,8 +307,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
         bundle = load_bundle(args.predictor, data_dir())
         if args.ep is not None and args.ep != bundle.ep:
             raise HaseError(f"--ep {args.ep} does not match bundle {bundle.name}, which predicts for {bundle.ep}")
-        predictions = bundle.predict(args.model, args.batch_size, loads)
+        kernels = args.kernels or "static"
+        cache = DataPaths(data_dir()) if kernels == "ort" else None
+        predictions = bundle.predict(args.model, args.batch_size, loads, kernel_source=kernels, analysis_cache=cache)
     else:
+        if args.kernels is not None:
+            raise HaseError("--kernels picks a bundle's kernel source: give --predictor too (without it, ORT's own)")
         from hase_dagster.core.config import load_config
         from hase_dagster.learn.sweep import predict_sweep
 
@@ -497,7 +501,11 @@ def _print_prediction(prediction: Any, top: int) -> None:
         detected = {k: v for k, v in (prediction.detection_coverage or {}).items() if isinstance(v, int | float | str)}
         print(
             f"  bundle {bundle['name']} ({bundle['device']}, ORT {bundle['ort_version']}, {bundle['precision']}); "
-            f"kernels by {prediction.kernel_source} detection" + (f": {detected}" if detected else "")
+            + (
+                "kernels by this machine's ORT"
+                if prediction.kernel_source == "ort"
+                else f"kernels by {prediction.kernel_source} detection" + (f": {detected}" if detected else "")
+            )
         )
     for kernel in sorted(prediction.kernels, key=lambda k: -k.mean_ms)[:top]:
         mark = "  [fallback]" if kernel.fallback else ""
@@ -842,6 +850,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--load",
         default="prometheus",
         help="prometheus (now), idle, or level=X (a benchmarked stress level); several comma-separated",
+    )
+    predict.add_argument(
+        "--kernels",
+        choices=["static", "ort"],
+        default=None,
+        help="with --predictor: the kernels by static detection (default; nothing runs) or the ones this machine's "
+        "ORT runs on the bundle's EP (right where this machine is the bundle's kind of device)",
     )
     predict.add_argument("--top", type=_non_negative_int, default=10, help="kernels to list in the breakdown (0: none)")
     predict.add_argument("--json", action="store_true")
