@@ -506,3 +506,19 @@ def test_a_norms_probe_exports_its_operator_over_the_rank_it_means_and_runs_in_o
     graph = onnx.shape_inference.infer_shapes(onnx.load(exported.path)).graph
     ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in graph.value_info}
     assert rank in {ranks.get(n.input[0]) for n in graph.node if n.op_type == op}
+
+
+def test_the_resize_space_draws_each_mode_over_maps_and_whole_images_within_the_caps(tmp_path: Path) -> None:
+    probes = [draw_probe(seed, "resize") for seed in range(300)]
+    assert {p.mode for p in probes} == {"bicubic", "bilinear", "nearest"}
+    assert {p.width == 3 for p in probes if p.resolution == 224} == {True, False}  # whole images and maps
+    assert {p.kernel > p.resolution for p in probes} == {True, False}  # up and down
+    assert all(p.widest_activation() <= HIGHRES_MAX_ACTIVATION_ELEMENTS for p in probes)
+    seed = next(s for s, p in enumerate(probes) if p.mode == "bicubic")
+    model = ZooModel(name="r", kind="design_probe", seed=seed, probe_space="resize")
+    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (2, 1000) and np.isfinite(output).all()
+    (resize,) = [n for n in onnx.load(exported.path).graph.node if n.op_type == "Resize"]
+    assert {a.name: a.s for a in resize.attribute}["mode"] == b"cubic"

@@ -363,14 +363,24 @@ def _batch_norm(shape: list[int], mean_ms: float = 0.0, instance: str = "bn") ->
     }  # fmt: skip
 
 
-def test_a_batch_norm_over_rows_is_a_family_of_its_own_and_old_layouts_keep_the_catalogs() -> None:
+def test_a_batch_norm_over_rows_and_a_bicubic_resize_are_families_of_their_own_and_old_layouts_keep_the_catalogs() -> (
+    None
+):
+    def resize(mode: str) -> dict[str, object]:
+        return {"family": "Resize", "op_type": "Resize", "attributes": {"mode": mode},
+                "inputs": [{"name": "x", "shape": [1, 3, 240, 240]}, {"name": "sizes", "shape": [4], "weight": True}],
+                "outputs": [{"shape": [1, 3, 224, 224]}]}  # fmt: skip
+
+    assert kernel_features(resize("cubic"))["family"] == "Resize@cubic"
+    assert kernel_features(resize("linear"))["family"] == kernel_features(resize("nearest"))["family"] == "Resize"
+    assert kernel_features(resize("cubic"), family_variants=False)["family"] == "Resize"
     assert kernel_features(_batch_norm([3136, 256]))["family"] == "BatchNormalization@rank2"
     assert kernel_features(_batch_norm([16, 256, 28, 28]))["family"] == "BatchNormalization"
-    assert kernel_features(_batch_norm([3136, 256]), rank_families=False)["family"] == "BatchNormalization"
+    assert kernel_features(_batch_norm([3136, 256]), family_variants=False)["family"] == "BatchNormalization"
     layout = _layout(["BatchNormalization"], [".BatchNormalization"])
-    assert FeatureLayout.from_json(layout.to_json()).rank_families is True
-    old = {k: v for k, v in layout.to_json().items() if k != "rank_families"}
-    assert FeatureLayout.from_json(old).rank_families is False
+    assert FeatureLayout.from_json(layout.to_json()).family_variants is True
+    old = {k: v for k, v in layout.to_json().items() if k != "family_variants"}
+    assert FeatureLayout.from_json(old).family_variants is False
 
 
 def test_rows_of_a_slow_2d_batch_norm_leave_the_4d_ones_at_their_own_speed() -> None:
@@ -392,6 +402,7 @@ def test_rows_of_a_slow_2d_batch_norm_leave_the_4d_ones_at_their_own_speed() -> 
     predicted = regressor.predict_kernels([unseen_4d], [{"DCGM_FI_DEV_GPU_UTIL": 0.0}])[0]["mean_ms"][0]
     four_d_speed, two_d_speed = 0.004 + 8 * 16 * 512 * 28**2 / 1e9, 8 * 16 * 512 * 28**2 / 13e6
     assert predicted < 3 * four_d_speed < two_d_speed / 10
-    assert regressor.knows("BatchNormalization", 2) and regressor.knows("BatchNormalization", 4)
+    rows_kernel, map_kernel = _batch_norm([3136, 256]), _batch_norm([16, 256, 28, 28])
+    assert regressor.knows("BatchNormalization", rows_kernel) and regressor.knows("BatchNormalization", map_kernel)
     only_4d = train_regressor(frame[frame["instance_id"].str.startswith("m")], "cuda", kind="xgboost")
-    assert only_4d.knows("BatchNormalization", 4) and not only_4d.knows("BatchNormalization", 2)
+    assert only_4d.knows("BatchNormalization", map_kernel) and not only_4d.knows("BatchNormalization", rows_kernel)

@@ -167,7 +167,7 @@ class _OneMsRegressor:
         ones = np.ones(len(records))
         return [{"median_ms": ones, "mean_ms": ones, "p90_ms": ones} for _ in loads]
 
-    def knows(self, family: str) -> bool:
+    def knows(self, family: str, kernel: object = None) -> bool:
         return True
 
 

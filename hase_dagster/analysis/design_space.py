@@ -86,6 +86,11 @@ REFERENCE_INPUT = 224
 NORM_CELLS = ("bn_tokens", "bn_post", "pool_sub", "hard_gate")
 NORM_CELL_WEIGHTS = (0.35, 0.35, 0.15, 0.15)
 NORM_RESOLUTIONS = (7, 14, 16, 28, 56)
+# The ``resize`` space: one Resize between a stem and a 1x1 convolution, bicubic more often than not (no other
+# space draws it), from 7-224 px maps to 0.5-4x their side; at 224 px mostly 3 channels, an image resized whole.
+RESIZE_MODES = ("bicubic", "bicubic", "bilinear", "nearest")
+RESIZE_RESOLUTIONS = (7, 14, 28, 56, 112, 224)
+RESIZE_SCALES = (0.5, 0.75, 0.93, 1.07, 1.5, 2.0, 4.0)
 # Per-sample caps: a cell's multiply-adds (resnet50 has 4.1 G in all) and its widest activation.
 MAX_CELL_MACS = 3.0e9
 MAX_ACTIVATION_ELEMENTS = 2.0e6
@@ -146,7 +151,9 @@ TOKENS_MAX_ACTIVATION_ELEMENTS = 1.2e7
 # Per-sample caps (a cell's multiply-adds, its widest tensor) of the spaces whose caps are not
 # (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS).
 SPACE_CAPS: dict[str, tuple[float, float]] = {
-    **dict.fromkeys(("highres", "wide_grouped_strided", "image_io"), (MAX_CELL_MACS, HIGHRES_MAX_ACTIVATION_ELEMENTS)),
+    **dict.fromkeys(
+        ("highres", "wide_grouped_strided", "image_io", "resize"), (MAX_CELL_MACS, HIGHRES_MAX_ACTIVATION_ELEMENTS)
+    ),
     "tokens": (TOKENS_MAX_CELL_MACS, TOKENS_MAX_ACTIVATION_ELEMENTS),
 }
 
@@ -233,6 +240,8 @@ class ProbeSpec:
         if self.cell in ("bn_tokens", "hard_gate", "bn_post"):
             per_pixel = self.kernel**2 * self.width // self.groups
             return r2 * self.out_width * per_pixel + (r2 * self.out_width * 9 * self.width if self.se else 0)
+        if self.cell == "resize":  # the 1x1 convolution after it, at the resized side (``kernel``)
+            return self.kernel**2 * self.width * self.out_width
         if self.cell == "pool_sub":  # its MLP's two 1x1 convolutions
             return 2 * r2 * self.width * self.width * self.expand
         if self.cell in ("norm", "dilated", "pad"):
@@ -274,6 +283,8 @@ class ProbeSpec:
             largest = self.resolution**2 * max(self.width, self.out_width * (2 if self.se else 1))
         if self.cell == "image_io":
             largest = (4 if self.mode != "none" else 1) * self.resolution**2 * max(self.width, self.out_width)
+        if self.cell == "resize":
+            largest = max(self.resolution, self.kernel) ** 2 * max(self.width, self.out_width)
         return float(largest)
 
     @property
@@ -594,6 +605,17 @@ def _draw_norms(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_resize(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    resolution = int(rng.choice(RESIZE_RESOLUTIONS))
+    image = resolution == 224 and rng.random() < 0.7
+    width = 3 if image else _log_width(rng, 8, 512)
+    side = max(2, int(round(resolution * float(rng.choice(RESIZE_SCALES)))))
+    return ProbeSpec(
+        seed, "resize", resolution, width, _log_width(rng, 16, 256), side, mode=str(rng.choice(RESIZE_MODES)),
+        se=bool(rng.random() < 0.3),
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
@@ -610,7 +632,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             layers only: 9-1024 steps, 64-1024 units, 1-3 layers, one or two directions) or ``image_io`` (an image
             network's stride-1 stem and its output convolution to 1-21 channels at 56-448 px, with an upsample)
             or ``tokens`` (transformer encoder layers over 16-1025 tokens, 192-1280 wide) or ``norms`` (BatchNorm
-            after a token-wise Linear or after an activation, PoolFormer's pool-minus-input, HardSigmoid gates).
+            after a token-wise Linear or after an activation, PoolFormer's pool-minus-input, HardSigmoid gates) or
+            ``resize`` (bicubic, bilinear and nearest resizes of 7-224 px maps and whole images to 0.5-4x their side).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample (the space's own caps
@@ -625,7 +648,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "depthwise": _draw_depthwise, "movement": _draw_movement,
         "highres": _draw_highres, "windows": _draw_windows, "operators": _draw_operators,
         "recurrent": _draw_recurrent, "image_io": _draw_image_io, "tokens": _draw_tokens,
-        "norms": _draw_norms,
+        "norms": _draw_norms, "resize": _draw_resize,
     }.get(space)  # fmt: skip
     most_macs, largest = SPACE_CAPS.get(space, (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS))
     if draw_once is None:
@@ -876,6 +899,19 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             y = self.act(self.conv(x))
             return y * self.gate(y)
 
+    class ResizeCell(nn.Module):
+        """A ``resize`` cell: the map resized to ``kernel`` px (``mode``; ``se``: align_corners), then a 1x1
+        convolution to ``out_width`` channels."""
+
+        def __init__(self, c_in: int, c_out: int) -> None:
+            super().__init__()
+            self.project = nn.Conv2d(c_in, c_out, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            corners = spec.se if spec.mode != "nearest" else None
+            y = nn.functional.interpolate(x, size=(spec.kernel, spec.kernel), mode=spec.mode, align_corners=corners)
+            return self.project(y)
+
     def operator_cell(c_in: int, c_out: int, stride: int) -> nn.Module:
         """The body of an ``operators`` cell (draw_probe's ``_draw_operators`` says what each is)."""
         if spec.cell == "upsample":
@@ -945,6 +981,8 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
                 self.residual = False  # Windows adds its own input back
             elif spec.cell in NORM_CELLS:
                 self.body = NormCell(c_in, c_out)
+            elif spec.cell == "resize":
+                self.body = ResizeCell(c_in, c_out)
             elif spec.cell in OPERATOR_CELLS:
                 self.body = operator_cell(c_in, c_out, stride)
             else:

@@ -87,6 +87,7 @@ ProbeSpace = Literal[
     "image_io",
     "tokens",
     "norms",
+    "resize",
 ]
 
 

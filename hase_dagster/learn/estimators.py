@@ -50,7 +50,7 @@ class FeatureLayout:
         families: list[str],
         ops: list[str],
         operand_order: str = "largest_first",
-        rank_families: bool = True,
+        family_variants: bool = True,
     ) -> None:
         self.columns = columns
         self.n_numeric = n_numeric
@@ -59,8 +59,8 @@ class FeatureLayout:
         # How the features read a kernel's operands (features.OPERAND_ORDERS): a prediction reads them as
         # the training did.
         self.operand_order = operand_order
-        # Whether the family feature splits features.RANK_FAMILIES by input rank (as the training did).
-        self.rank_families = rank_families
+        # Whether the family feature splits features.RANK_FAMILIES and MODE_FAMILIES (as the training did).
+        self.family_variants = family_variants
 
     @staticmethod
     def _hot_index(hot: np.ndarray) -> np.ndarray:
@@ -95,13 +95,13 @@ class FeatureLayout:
             "families": self.families,
             "ops": self.ops,
             "operand_order": self.operand_order,
-            "rank_families": self.rank_families,
+            "family_variants": self.family_variants,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FeatureLayout:
         """The layout a :meth:`to_json` entry describes; one saved before the operand order was recorded read
-        its operands in graph order, one saved before ``rank_families`` kept the catalog's families."""
+        its operands in graph order, one saved before ``family_variants`` kept the catalog's families."""
         order = str(data.get("operand_order", "graph"))
         if order not in OPERAND_ORDERS:
             known = ", ".join(OPERAND_ORDERS)
@@ -112,7 +112,7 @@ class FeatureLayout:
             list(data["families"]),
             list(data["ops"]),
             order,
-            bool(data.get("rank_families", False)),
+            bool(data.get("family_variants", False)),
         )
 
 

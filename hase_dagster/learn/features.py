@@ -72,11 +72,15 @@ BROADCAST_ELEMENTWISE_OPS: frozenset[str] = frozenset(
 # How kernel_features orders activation operands: "graph" as the graph has them (regressors saved before
 # the order was a choice), "largest_first" for BROADCAST_ELEMENTWISE_OPS (every regressor trained since).
 OPERAND_ORDERS: tuple[str, ...] = ("graph", "largest_first")
-# Families whose ORT kernel takes another path for inputs of one rank, trained and predicted as a family of their
-# own (``<family>@rank<r>``): on the H100 a BatchNormalization over a 2-D (rows, channels) tensor (LeViT's, after a
-# token-wise Linear) moves 12-13 GB/s, one over a 4-D map up to 2.6 TB/s (bytes read and written); pooled in one
-# family, the 2-D rows made DenseNet's 4-D ones 163% slow (results/gpu-general/README.md, "Set S and the norms probes").
+# Families whose ORT kernel takes another path for inputs of one rank or for one mode, trained and predicted as a
+# family of their own (``<family>@rank<r>``, ``<family>@<mode>``; :func:`feature_family`). On the H100 a
+# BatchNormalization over a 2-D (rows, channels) input (LeViT's, after a token-wise Linear) moves 12-13 GB/s, one over
+# a 4-D map up to 2.6 TB/s (bytes read and written); pooled in one family, the 2-D rows made DenseNet's 4-D ones 163%
+# slow (results/gpu-general/README.md, "Set S and the norms probes"). On this VM's CPU a bicubic Resize of a
+# 3 x 240 x 240 image to 224 px (CrossViT's) took 17.7 ms, where the nearest and bilinear resizes the tables held
+# run in microseconds (results/cpu/resize-probes).
 RANK_FAMILIES: dict[str, int] = {"BatchNormalization": 2}
+MODE_FAMILIES: dict[str, frozenset[str]] = {"Resize": frozenset({"cubic"})}
 ALIGN_CAP = 16
 # Integer vectors up to this many elements are a kernel's parameters (pads, shape, axes, starts, repeats),
 # whether an initializer holds them or a constant subgraph computes them: ORT reads them on the host.
@@ -130,25 +134,36 @@ def _split_inputs(inputs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
     return activations, weights, computed_parameter_bytes
 
 
-def first_input_rank(kernel: Mapping[str, Any]) -> int:
-    """The rank of a kernel's first activation input (0 without one), as :func:`kernel_features` reads it."""
+def feature_family(family: str, input_rank: int, mode: str = "") -> str:
+    """The family a kernel trains and predicts as: ``family``, ``family@rank<r>`` for :data:`RANK_FAMILIES` when
+    its first activation input has that rank, ``family@<mode>`` for :data:`MODE_FAMILIES`' modes."""
+    if RANK_FAMILIES.get(family) == input_rank:
+        return f"{family}@rank{input_rank}"
+    if mode in MODE_FAMILIES.get(family, ()):
+        return f"{family}@{mode}"
+    return family
+
+
+def kernel_family(kernel: Mapping[str, Any]) -> str:
+    """:func:`feature_family` of a catalog-style kernel record (``inputs``/``inputs_json``, ``attributes``)."""
     activations = _split_inputs(_loads(kernel.get("inputs_json", kernel.get("inputs"))) or [])[0]
-    return len(activations[0]["shape"]) if activations else 0
+    attributes = _loads(kernel.get("attributes_json", kernel.get("attributes"))) or {}
+    rank = len(activations[0]["shape"]) if activations else 0
+    return feature_family(str(kernel["family"]), rank, _mode(attributes))
 
 
-def feature_family(family: str, input_rank: int) -> str:
-    """The family a kernel trains and predicts as: ``family``, or ``family@rank<r>`` for :data:`RANK_FAMILIES`
-    when its first activation input has that rank."""
-    return f"{family}@rank{input_rank}" if RANK_FAMILIES.get(family) == input_rank else family
+def _mode(attributes: Mapping[str, Any]) -> str:
+    mode = attributes.get("mode", "")
+    return mode.decode() if isinstance(mode, bytes) else str(mode)
 
 
 def kernel_features(
-    kernel: Mapping[str, Any], operand_order: str = "largest_first", rank_families: bool = True
+    kernel: Mapping[str, Any], operand_order: str = "largest_first", family_variants: bool = True
 ) -> dict[str, Any]:
     """Features of one kernel from catalog-style fields (``inputs``/``inputs_json`` etc.).
 
     ``operand_order`` (:data:`OPERAND_ORDERS`) says which activation is the first input whose dims the
-    features read: with "largest_first" a broadcasting elementwise op's largest operand. ``rank_families``:
+    features read: with "largest_first" a broadcasting elementwise op's largest operand. ``family_variants``:
     the ``family`` feature is :func:`feature_family`'s (False: the catalog's, as regressors saved before it).
 
     A shape operand (:func:`is_shape_operand`) counts as a weight whether or not the graph holds it as one:
@@ -202,7 +217,9 @@ def kernel_features(
         "weight_elem_bytes": element_bytes(str(largest_weight.get("dtype", "float"))) if largest_weight else 0,
         "precision_fp16": int(precision == "fp16"),
         "precision_int8": int(precision == "int8"),
-        "family": feature_family(kernel["family"], len(first_in)) if rank_families else kernel["family"],
+        "family": (
+            feature_family(kernel["family"], len(first_in), _mode(attributes)) if family_variants else kernel["family"]
+        ),
         "op": f"{kernel.get('domain') or ''}.{kernel.get('op_type')}",
     }
     return features
@@ -213,18 +230,18 @@ def feature_frame(
     load: pd.DataFrame | Mapping[str, float],
     load_fields: list[str],
     operand_order: str = "largest_first",
-    rank_families: bool = True,
+    family_variants: bool = True,
 ) -> pd.DataFrame:
     """Kernel features plus one ``load_<field>`` column per load field.
 
     ``load`` is either one mapping applied to every kernel (prediction) or a frame with one row per
-    kernel holding ``bg_<field>`` columns (training rows). ``operand_order`` and ``rank_families`` as in
+    kernel holding ``bg_<field>`` columns (training rows). ``operand_order`` and ``family_variants`` as in
     :func:`kernel_features`.
     """
     import pandas as pd
 
     records = kernels.to_dict("records") if isinstance(kernels, pd.DataFrame) else list(kernels)
-    frame = pd.DataFrame([kernel_features(k, operand_order, rank_families) for k in records])
+    frame = pd.DataFrame([kernel_features(k, operand_order, family_variants) for k in records])
     for field in load_fields:
         if isinstance(load, pd.DataFrame):
             frame[f"load_{field}"] = load[f"bg_{field}"].to_numpy(dtype=float)
@@ -263,15 +280,15 @@ def feature_matrix(
     load_fields: list[str],
     numeric: Sequence[str] | None = None,
     operand_order: str = "largest_first",
-    rank_families: bool = True,
+    family_variants: bool = True,
 ) -> np.ndarray:
     """The matrix :func:`as_matrix` makes of :func:`feature_frame` for these kernels, without pandas:
     one block of rows per load in ``loads`` (every kernel under the first load, then under the
     second...), so a prediction under several loads computes each kernel's features once.
     ``numeric`` as in :func:`as_matrix` (its ``load_`` columns come after the others), ``operand_order`` and
-    ``rank_families`` as in :func:`kernel_features`."""
+    ``family_variants`` as in :func:`kernel_features`."""
     names = [n for n in (numeric or numeric_columns(load_fields)) if not n.startswith("load_")]
-    features = [kernel_features(k, operand_order, rank_families) for k in kernels]
+    features = [kernel_features(k, operand_order, family_variants) for k in kernels]
     shape = np.array([[f[name] for name in names] for f in features], dtype=float).reshape(len(features), len(names))
     family_hot = np.array([f["family"] for f in features], dtype=object)[:, None] == np.array(families)[None, :]
     op_hot = np.array([f["op"] for f in features], dtype=object)[:, None] == np.array(ops)[None, :]

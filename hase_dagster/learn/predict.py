@@ -27,7 +27,6 @@ from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.fusion import VIEW_OP_TYPES
 from hase_dagster.analysis.model_dag import critical_path_ms
 from hase_dagster.analysis.peak_memory import predict_peak_memory
-from hase_dagster.learn.features import first_input_rank
 from hase_dagster.learn.graph_factors import GraphFactors, kernel_category
 from hase_dagster.learn.regressor import LatencyRegressor
 from hase_dagster.learn.timeslice import TimeSlicing
@@ -550,7 +549,7 @@ def predict_kernels_under(
                     median_ms=float(predicted["median_ms"][i]),
                     mean_ms=float(predicted["mean_ms"][i]),
                     p90_ms=float(predicted["p90_ms"][i]),
-                    fallback=not regressor.knows(k.family, first_input_rank(records[i])),
+                    fallback=not regressor.knows(k.family, records[i]),
                 )
                 for i, k in enumerate(kernels)
             ]

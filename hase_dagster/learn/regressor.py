@@ -34,9 +34,9 @@ from hase_dagster.learn.estimators import (
 from hase_dagster.learn.features import (
     PRECISION_FEATURES,
     as_matrix,
-    feature_family,
     feature_frame,
     feature_matrix,
+    kernel_family,
     numeric_columns,
 )
 from hase_dagster.learn.graph_factors import GraphFactors
@@ -97,7 +97,7 @@ class LatencyRegressor:
         mapping of targets to per-kernel arrays per load), in one pass of the estimators."""
         x = feature_matrix(
             kernels, loads, self.families, self.ops, self.load_fields, self.numeric_columns, self.layout.operand_order,
-            self.layout.rank_families,
+            self.layout.family_variants,
         )  # fmt: skip
         predicted = self.predict_matrix(x)
         n = len(kernels)
@@ -110,11 +110,11 @@ class LatencyRegressor:
             out["p90_ms"] = np.maximum.reduce([out[t] for t in out])
         return out
 
-    def knows(self, family: str, input_rank: int | None = None) -> bool:
-        """Whether the regressor trained on ``family`` (with ``input_rank``: the family its features give a
-        kernel of that first-input rank, features.feature_family)."""
-        if input_rank is not None and self.layout.rank_families:
-            family = feature_family(family, input_rank)
+    def knows(self, family: str, kernel: Mapping[str, Any] | None = None) -> bool:
+        """Whether the regressor trained on ``family`` (with ``kernel``, a catalog-style record: on the family its
+        features give that kernel, features.kernel_family)."""
+        if kernel is not None and self.layout.family_variants:
+            family = kernel_family(kernel)
         return family in self.families
 
     def save(self, folder: Path) -> dict[str, Any]:
