@@ -19,7 +19,7 @@ from hase_dagster.analysis.catalog import load_catalog
 from hase_dagster.analysis.kernel_models import inputs_path
 from hase_dagster.analysis.model_dag import build_dag, save_dag
 from hase_dagster.analysis.parallel import map_variants
-from hase_dagster.analysis.zoo import export_precision_variant, export_variant, variants
+from hase_dagster.analysis.zoo import ProbeFailure, export_or_skip_probe, export_precision_variant, variants
 from resources.hase import HaseResource
 
 GROUP = "analysis"
@@ -55,8 +55,15 @@ def onnx_models(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Mat
     ep = profile.execution_provider
     zoo = variants(profile, batch_size)
     fp32 = [v for v in zoo if v.precision == "fp32"]
-    export = functools.partial(export_variant, out_dir=paths.models, opset=profile.opset, ep=ep)
-    exported = {v.variant_id: m for v, m in zip(fp32, map_variants(export, fp32, profile.analysis_workers))}
+    export = functools.partial(export_or_skip_probe, out_dir=paths.models, opset=profile.opset, ep=ep)
+    results = map_variants(export, fp32, profile.analysis_workers)
+    failed = {r.variant_id: r.error for r in results if isinstance(r, ProbeFailure)}
+    for variant_id, error in failed.items():
+        context.log.warning(f"design-space probe {variant_id} left out of batch {batch_size}: {error}")
+    if failed and len(failed) == len(fp32):
+        raise dg.Failure(f"every model of batch {batch_size} failed to export; first: {next(iter(failed.values()))}")
+    zoo = [v for v in zoo if v.variant_id not in failed]
+    exported = {m.variant_id: m for m in results if not isinstance(m, ProbeFailure)}
     # fp16 and int8 variants are made from the fp32 files just written.
     lower = [(v, exported[v.fp32.variant_id].path) for v in zoo if v.precision != "fp32"]
     convert = functools.partial(export_precision_variant, out_dir=paths.models, ep=ep)
@@ -93,8 +100,15 @@ def onnx_models(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.Mat
     frame = pd.DataFrame(rows)
     hase.warehouse().replace_partition("model_files", {"batch_size": batch_size}, frame)
     summary = frame[["variant_id", "precision", "size_bytes", "top1_agreement", "inputs_json", "outputs_json"]]
+    left_out = pd.DataFrame([{"variant_id": k, "error": v} for k, v in failed.items()], columns=["variant_id", "error"])
     return dg.MaterializeResult(
-        metadata={"profile": profile.name, "models": len(frame), "files": _markdown_table(summary)}
+        metadata={
+            "profile": profile.name,
+            "models": len(frame),
+            "files": _markdown_table(summary),
+            "probes_left_out": len(failed),
+            "probes_left_out_why": _markdown_table(left_out),
+        }
     )
 
 

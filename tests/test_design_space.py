@@ -522,3 +522,51 @@ def test_the_resize_space_draws_each_mode_over_maps_and_whole_images_within_the_
     assert output.shape == (2, 1000) and np.isfinite(output).all()
     (resize,) = [n for n in onnx.load(exported.path).graph.node if n.op_type == "Resize"]
     assert {a.name: a.s for a in resize.attribute}["mode"] == b"cubic"
+
+
+def test_a_probe_the_ep_cannot_run_is_left_out_and_the_others_analysed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One probe failing its export or first ORT run (on the H100, cuDNN refused a 2-D BatchNormalization of 200,704
+    rows) is named in a warning and the asset's metadata, and the batch's other probes go on to their kernels; a zoo
+    model's failure still fails the run."""
+    import copy
+
+    import dagster as dg
+    import yaml
+
+    from assets.analysis import analysis_assets
+    from hase_dagster.analysis import zoo
+    from resources.hase import HaseResource
+    from tests.conftest import TEST_PROFILE
+
+    export = zoo.export_variant
+
+    def cudnn_refuses(variant: ModelVariant, *args: Any, **kwargs: Any) -> Any:
+        if variant.model.name in ("dsp_s13", "resnet18"):
+            raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : CUDNN failure 3000: CUDNN_STATUS_NOT_SUPPORTED\nmore")
+        return export(variant, *args, **kwargs)
+
+    monkeypatch.setattr(zoo, "export_variant", cudnn_refuses)
+    document = copy.deepcopy(TEST_PROFILE)
+    profile = document["profiles"]["tiny"]
+    profile["analysis_workers"] = 1  # in this process, where the stand-in export is
+    profile["models"] = [{"name": f"dsp_s{s}", "kind": "design_probe", "seed": s} for s in (12, 13)]
+    config = tmp_path / "hase.yaml"
+    config.write_text(yaml.safe_dump(document))
+    hase = HaseResource(config_path=str(config), data_directory=str(tmp_path / "data"))
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("batch_size", ["1"])
+    result = dg.materialize(analysis_assets, partition_key="1", resources={"hase": hase}, instance=instance)
+    assert result.success
+    metadata = result.asset_materializations_for_node("onnx_models")[0].metadata
+    assert metadata["models"].value == 1 and metadata["probes_left_out"].value == 1
+    why = metadata["probes_left_out_why"].value
+    assert "dsp_s13_i" in why and "CUDNN_STATUS_NOT_SUPPORTED" in why and "more" not in why  # its first line
+    kernels = hase.warehouse().query("SELECT DISTINCT variant_id FROM kernels")["variant_id"].tolist()
+    assert [k.split("_i")[0] for k in kernels] == ["dsp_s12"]
+    profile["models"] = [{"name": "resnet18"}, {"name": "dsp_s12", "kind": "design_probe", "seed": 12}]
+    config.write_text(yaml.safe_dump(document))
+    assert not dg.materialize(
+        analysis_assets, partition_key="1", resources={"hase": hase}, instance=instance, raise_on_error=False
+    ).success

@@ -171,6 +171,30 @@ def export_variant(
     return _exported(variant, partial, path, opset, inputs, outputs)
 
 
+@dataclass(frozen=True)
+class ProbeFailure:
+    """A design-space probe that did not export or run once in ORT, and why."""
+
+    variant_id: str
+    error: str
+
+
+def export_or_skip_probe(
+    variant: ModelVariant, out_dir: str | os.PathLike[str], opset: int, ep: EpName = "cpu"
+) -> ExportedModel | ProbeFailure:
+    """:func:`export_variant`, except that a design-space probe whose export or first ORT run fails comes back as
+    a :class:`ProbeFailure` instead of raising: a probe is training data, and one the EP cannot run (on the H100,
+    cuDNN refused a 2-D BatchNormalization of 200,704 rows) must not cost the other probes their batch. A zoo
+    model's failure still raises."""
+    if variant.model.kind != "design_probe":
+        return export_variant(variant, out_dir, opset, ep)
+    try:
+        return export_variant(variant, out_dir, opset, ep)
+    except Exception as error:  # noqa: BLE001 (any failure of one probe: ORT's, torch's, the checker's)
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return ProbeFailure(variant.variant_id, f"{type(error).__name__}: {first_line[:300]}")
+
+
 def _exported(
     variant: ModelVariant,
     partial: Path,
