@@ -186,11 +186,11 @@ def export_or_skip_probe(
     a :class:`ProbeFailure` instead of raising: a probe is training data, and one the EP cannot run (on the H100,
     cuDNN refused a 2-D BatchNormalization of 200,704 rows) must not cost the other probes their batch. A zoo
     model's failure still raises."""
-    if variant.model.kind != "design_probe":
-        return export_variant(variant, out_dir, opset, ep)
     try:
         return export_variant(variant, out_dir, opset, ep)
     except Exception as error:  # noqa: BLE001 (any failure of one probe: ORT's, torch's, the checker's)
+        if variant.model.kind != "design_probe":
+            raise
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         return ProbeFailure(variant.variant_id, f"{type(error).__name__}: {first_line[:300]}")
 

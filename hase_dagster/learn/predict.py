@@ -535,6 +535,8 @@ def predict_kernels_under(
     records = [k.to_dict() for k in kernels]
     factors = getattr(regressor, "graph_factors", None)  # a stand-in regressor may not carry the field
     categories = [kernel_category(k) for k in kernels] if factors is not None else []
+    # whether each kernel's (feature) family was trained on: once per kernel, not per load
+    fallback = [not regressor.knows(k.family, record) for k, record in zip(kernels, records)]
     out = []
     for predicted in regressor.predict_kernels(records, loads):
         if factors is not None:
@@ -549,7 +551,7 @@ def predict_kernels_under(
                     median_ms=float(predicted["median_ms"][i]),
                     mean_ms=float(predicted["mean_ms"][i]),
                     p90_ms=float(predicted["p90_ms"][i]),
-                    fallback=not regressor.knows(k.family, records[i]),
+                    fallback=fallback[i],
                 )
                 for i, k in enumerate(kernels)
             ]
