@@ -1,6 +1,6 @@
-"""Kernels that stage their arguments in host memory (CUDA Concat past 32 inputs, with a long output axis) wait
-for a time-slicing co-tenant on their own: the count, the composition term, and the committed H100 bundle on
-real ONNX files."""
+"""Kernels that stage their arguments in host memory (CUDA Concat past 32 inputs with a long output axis, Split
+into unequal pieces, the Slice groups ORT fuses into such a Split) wait for a time-slicing co-tenant on their own:
+the count, the composition term, and the committed H100 bundle on real ONNX files."""
 
 from __future__ import annotations
 
@@ -11,12 +11,16 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
+from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.analysis.graph import TensorInfo
 from hase_dagster.learn.predict import (
     HOST_BOUND_SHARE,
     HOST_STAGED_LIMIT,
     HOST_STAGED_MIN_AXIS,
+    STAGED_SPLIT_SHARE,
     Composition,
     Sums,
+    fused_slice_splits,
     host_staged_kernels,
 )
 from hase_dagster.learn.timeslice import TimeSlicing
@@ -47,6 +51,54 @@ def concat_network(path: Path, inputs: int, base_width: int, channels: int = 8, 
     model.ir_version = 8
     onnx.save(model, path)
     return path
+
+
+def kernel(op: str, inputs: list[tuple[str, tuple[int, ...]]], outputs: list[tuple[int, ...]], **attrs: int) -> Kernel:
+    """A CUDA kernel of ``op`` over named input tensors, with unnamed outputs."""
+    return Kernel(
+        "v", "cuda", 0, f"{op}-{len(outputs)}", op, op, "", [op], [op], dict(attrs),
+        [TensorInfo(name, "float", shape) for name, shape in inputs],
+        [TensorInfo(f"out{i}", "float", shape) for i, shape in enumerate(outputs)],
+    )  # fmt: skip
+
+
+def split(shape: tuple[int, ...], axis: int, lengths: list[int]) -> Kernel:
+    """A Split of ``shape`` along ``axis`` into pieces of ``lengths``."""
+    pieces = [tuple(n if i == axis else d for i, d in enumerate(shape)) for n in lengths]
+    return kernel("Split", [("x", shape)], pieces, axis=axis)
+
+
+def test_splits_into_unequal_pieces_are_staged_and_equal_or_inner_three_are_not() -> None:
+    """ORT's CUDA Split passes equal pieces (up to 32) and three along the innermost axis by value and stages the
+    rest in pinned host memory (the H100 traces of CoaT-Lite, XCiT, CrossViT and ReXNet: four copies each)."""
+    share = STAGED_SPLIT_SHARE
+    assert host_staged_kernels([split((1, 64, 56, 56), 1, [16, 24, 24])]) == pytest.approx(share)  # CoaT's
+    assert host_staged_kernels([split((1, 64, 56, 56), 1, [32, 32])]) == 0
+    assert host_staged_kernels([split((1, 64, 56, 56), 1, [2] * 32)]) == 0
+    assert host_staged_kernels([split((1, 66, 56, 56), 1, [2] * 33)]) == pytest.approx(share)
+    assert host_staged_kernels([split((1, 196, 4, 64), 3, [16, 16, 32])]) == 0  # LeViT's q/k/v: Split3Inner
+    assert host_staged_kernels([split((1, 196, 8, 80), 3, [16, 64])]) == pytest.approx(share)
+    assert host_staged_kernels([split((1, 196, 8, 80), -1, [16, 16, 48])]) == 0
+
+
+def test_slices_that_cut_one_axis_into_unequal_pieces_count_as_one_fused_split() -> None:
+    """ReXNet's ``x[:, :c]`` beside ``x[:, c:]`` and XCiT's class token beside its patches: ORT fuses them into one
+    Split, staged when the pieces differ; slices that leave part of the axis out, or cut two axes, are not fused."""
+    x = ("x", (1, 40, 7, 7))
+    head, tail = kernel("Slice", [x], [(1, 16, 7, 7)]), kernel("Slice", [x], [(1, 24, 7, 7)])
+    halves = [kernel("Slice", [x], [(1, 20, 7, 7)]), kernel("Slice", [x], [(1, 20, 7, 7)])]
+    other = kernel("Relu", [x], [(1, 40, 7, 7)])
+    assert fused_slice_splits([head, tail]) == 1
+    assert fused_slice_splits([head, tail, other]) == 1  # other consumers beside the slices do not stop it
+    assert host_staged_kernels([head, tail]) == pytest.approx(STAGED_SPLIT_SHARE)
+    assert fused_slice_splits(halves) == 0  # equal pieces go by value
+    assert fused_slice_splits([head]) == 0
+    assert fused_slice_splits([head, kernel("Slice", [x], [(1, 20, 7, 7)])]) == 0  # 36 of 40 channels
+    assert fused_slice_splits([head, kernel("Slice", [x], [(1, 24, 7, 6)])]) == 0  # two axes cut
+    tokens = ("t", (1, 197, 128))
+    cls = kernel("Gather", [tokens, ("i", ())], [(1, 128)], axis=1)
+    patches = kernel("Slice", [tokens], [(1, 196, 128)])
+    assert fused_slice_splits([cls, patches]) == 1
 
 
 def gpu_composition(slicing: TimeSlicing) -> Composition:

@@ -25,6 +25,7 @@ import numpy as np
 
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.fusion import VIEW_OP_TYPES
+from hase_dagster.analysis.graph import TensorInfo
 from hase_dagster.analysis.model_dag import critical_path_ms
 from hase_dagster.analysis.peak_memory import predict_peak_memory
 from hase_dagster.learn.graph_factors import GraphFactors, kernel_category
@@ -61,8 +62,8 @@ class Sums:
     idle_kernel_ms: tuple[float, ...] = ()
     # How a co-tenant time-slices the device (GPUs); None where the EP does not time-slice (the CPU).
     time_slicing: TimeSlicing | None = None
-    # Kernels that stage their arguments in host memory before launch (:func:`host_staged_kernels`).
-    host_staged: int = 0
+    # Kernels that stage their arguments in host memory before launch, in long Concats (:func:`host_staged_kernels`).
+    host_staged: float = 0.0
     # The idle time of kernels whose loaded times already hold the co-tenant's share (the families timed on the
     # host clock on a device-clocked EP: Composition.wait_included_families); no time-slicing wait is charged on it.
     wait_included_idle_ms: float = 0.0
@@ -165,27 +166,104 @@ VIEW_FAMILIES = VIEW_OP_TYPES | {"Identity"}
 # costs a run part of a burst on its own, a short one nothing: on the H100 at stress 1.0, 16 staged Concats of
 # 96 output channels cost nothing, of about 1,100 channels 0.61-0.64 ms each; densenet201's 18 (1,312-1,920
 # channels) 0.83-0.90 ms each, its idle time unchanged (results/gpu-general/README.md, "DenseNet-201 under
-# load"). Why the length matters (a pinned-memory allocation past some size?) is not established; the limit
-# sits inside the measured bracket. Only Concat was measured, so only Concat is counted.
+# load"). Why the length matters is not established; the limit sits inside the measured bracket.
+# ORT's CUDA Split stages its outputs' pointers, sizes and an index per element of the split axis in pinned host
+# memory (four host-to-device copies) whenever the outputs differ in length along the axis, or there are more
+# than 32 of them; equal splits up to 32 go by value. CUPTI around whole runs on the H100 (2026-11-27,
+# results/gpu-general/load-copies): the four timm networks with such Splits (CoaT-Lite, XCiT, CrossViT, ReXNet:
+# 24-64 pinned copies a run) waited 5-15 bursts a run at stress 1.0 with their GPU busy time unchanged and were
+# 2-4x slower than idle at every batch size; the networks without one (BoTNet, GhostNet, GC ViT, TinyViT) waited
+# 1-5 and paid 1.1-1.6x. No length limit applies: ReXNet's splits of 27-185 channels cost 0.4-0.5 ms each. Three
+# outputs along the innermost axis go by value too (Split3Inner: LeViT's and EfficientFormer's q/k/v).
+# A staged Split costs less than a long staged Concat: over those traces' eight runs (batch 1 and 64) its extra
+# time at stress 1.0, beyond what the networks without one paid, was 0-1.6 ms, median 0.45 ms, about half a burst
+# (a copy that finds the co-tenant busy waits out the rest of its burst), against 0.61-0.90 ms a long Concat; it
+# counts as STAGED_SPLIT_SHARE of one.
 HOST_STAGED_LIMIT = 32
 HOST_STAGED_MIN_AXIS = 512
+STAGED_SPLIT_SHARE = 0.6
 
 
-def host_staged_kernels(kernels: list[Kernel]) -> int:
-    """How many of ``kernels`` stage their arguments in host memory on the CUDA EP and wait for a co-tenant
-    on their own: Concats of more than :data:`HOST_STAGED_LIMIT` inputs whose output is longer than
-    :data:`HOST_STAGED_MIN_AXIS` along the joined axis (an unknown length counts as short)."""
-    count = 0
+def _axis_lengths(outputs: list[TensorInfo], axis: int) -> list[int] | None:
+    """Each output's length along ``axis`` (negative counts from the end), or None where a shape is unknown."""
+    lengths = []
+    for t in outputs:
+        shape = list(t.shape or ())
+        if not shape or not -len(shape) <= axis < len(shape) or not isinstance(shape[axis], int):
+            return None
+        lengths.append(int(shape[axis]))
+    return lengths
+
+
+def _staged_split(lengths: list[int], innermost: bool = False) -> bool:
+    """Whether ORT's CUDA Split stages these output lengths in host memory: unequal, or past 32 outputs, except
+    three outputs along the innermost axis (Split3Inner, by value)."""
+    if innermost and len(lengths) == 3:
+        return False
+    return len(lengths) > HOST_STAGED_LIMIT or len(set(lengths)) > 1
+
+
+def _piece(source: TensorInfo, kernel: Kernel) -> tuple[int, int] | None:
+    """(axis, length) of the piece a one-axis Slice, or a Gather of one index (the axis dropped), cuts from
+    ``source``; None for anything else."""
+    piece = kernel.outputs[0].shape
+    if kernel.op_type == "Gather":
+        axis = int(kernel.attributes.get("axis", 0) or 0) % max(len(source.shape), 1)
+        kept = tuple(d for i, d in enumerate(source.shape) if i != axis)
+        return (axis, 1) if len(piece) == len(source.shape) - 1 and tuple(piece) == kept else None
+    if len(source.shape) != len(piece):
+        return None
+    differing = [i for i, (a, b) in enumerate(zip(source.shape, piece, strict=True)) if a != b]
+    return (differing[0], int(piece[differing[0]])) if len(differing) == 1 else None
+
+
+def fused_slice_splits(kernels: list[Kernel]) -> int:
+    """How many tensors ORT's GatherSliceToSplitFusion turns into one staged Split: tensors that two or more Slices
+    (or Gathers of one index) cut along one axis into pieces whose lengths add up to the axis and differ (ReXNet's
+    ``x[:, :c]`` and ``x[:, c:]``, XCiT's class token and patches). The H100's traces show each as ``_SplitKernel``
+    with four pinned copies, XCiT's six also where the tensor has other consumers besides. Static detection keeps
+    those as Slices and Gathers; the count is for the wait only."""
+    consumers: dict[str, list[Kernel]] = {}
     for k in kernels:
+        if k.op_type in ("Slice", "Gather") and k.inputs and k.outputs:
+            consumers.setdefault(k.inputs[0].name, []).append(k)
+    count = 0
+    for users in consumers.values():
+        if len(users) < 2:
+            continue
+        source = users[0].inputs[0]
+        pieces = [_piece(source, k) for k in users]
+        axes = {p[0] for p in pieces if p is not None}
+        if None in pieces or len(axes) != 1:
+            continue
+        axis = axes.pop()
+        lengths = [p[1] for p in pieces if p is not None]
+        if sum(lengths) == source.shape[axis] and _staged_split(lengths, axis == len(source.shape) - 1):
+            count += 1
+    return count
+
+
+def host_staged_kernels(kernels: list[Kernel]) -> float:
+    """How many of ``kernels`` stage their arguments in host memory on the CUDA EP and wait for a co-tenant
+    on their own, in long Concats: Concats of more than :data:`HOST_STAGED_LIMIT` inputs whose output is longer
+    than :data:`HOST_STAGED_MIN_AXIS` along the joined axis (an unknown length counts as short) count 1; Splits
+    ORT stages (:func:`_staged_split`) and the Slice groups ORT fuses into such a Split (:func:`fused_slice_splits`)
+    count :data:`STAGED_SPLIT_SHARE` each."""
+    concats = 0
+    splits = fused_slice_splits(kernels)
+    for k in kernels:
+        axis = int(k.attributes.get("axis", 0) or 0)
+        if k.op_type == "Split" and k.outputs:
+            lengths = _axis_lengths(k.outputs, axis)
+            rank = len(k.outputs[0].shape or ())
+            splits += lengths is not None and _staged_split(lengths, axis in (-1, rank - 1))
+            continue
         if k.op_type != "Concat" or len(k.inputs) <= HOST_STAGED_LIMIT or not k.outputs:
             continue
-        shape = list(k.outputs[0].shape or ())
-        axis = int(k.attributes.get("axis", 0) or 0)
-        if shape and -len(shape) <= axis < len(shape):
-            length = shape[axis]
-            if isinstance(length, int) and length > HOST_STAGED_MIN_AXIS:
-                count += 1
-    return count
+        length = _axis_lengths(k.outputs[:1], axis)
+        if length is not None and length[0] > HOST_STAGED_MIN_AXIS:
+            concats += 1
+    return concats + STAGED_SPLIT_SHARE * splits
 
 
 @dataclass(frozen=True)
@@ -594,7 +672,7 @@ def kernel_sums(
     idle: list[KernelPrediction],
     time_slicing: TimeSlicing | None = None,
     host_floor_ms: float = 0.0,
-    host_staged: int = 0,
+    host_staged: float = 0.0,
     wait_included_families: tuple[str, ...] = (),
 ) -> Sums:
     """The sums composition needs from kernel predictions under a load and at idle.

@@ -119,7 +119,8 @@ def report(out: Path) -> str:
         copies = {k.split(":", 1)[1]: v for k, v in r["ops_per_run"].items() if k.startswith("memcpy:")}
         lines.append(
             f"| {r['model']} | {r['stress_level']:.1f} | {r['wall_ms_mean']:.3f} | {r['gpu_busy_ms_per_run']:.3f} | "
-            f"{r['gaps_over_per_run']:.1f} | {r['gap_ms_over_per_run']:.3f} | {r['gap_ms_all_per_run']:.3f} | {copies} |"
+            f"{r['gaps_over_per_run']:.1f} | {r['gap_ms_over_per_run']:.3f} | {r['gap_ms_all_per_run']:.3f} | "
+            f"{copies} |"
         )
     return "\n".join(lines)
 

@@ -66,7 +66,6 @@ def profile_file(path: Path, ep: str, options, warmup_s: float, timed_s: float) 
         trace = Path(session.end_profiling())
         events = json.loads(trace.read_text())
         trace.unlink()
-        del session
     runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])[warm:]
     if not runs:
         raise RuntimeError(f"{path.name}: the profile holds no timed run")
@@ -128,9 +127,8 @@ def report(out: Path, top: int) -> str:
     for level, rows in sorted(levels.items()):
         if level == 0.0:
             continue
-        lines += [f"## Stress {level:.2f} against idle", "",
-                  "| model | run ms idle | run ms loaded | growth ms | host growth of the top nodes (ms) | top nodes (op: ms) |",
-                  "|---|---|---|---|---|---|"]  # fmt: skip
+        header = "| model | run ms idle | run ms loaded | growth ms | host growth of the top nodes (ms) | top nodes |"
+        lines += [f"## Stress {level:.2f} against idle", "", header, "|---|---|---|---|---|---|"]
         for row in rows:
             base = idle.get(row["model"])
             if base is None or "nodes" not in row:
