@@ -169,16 +169,19 @@ VIEW_FAMILIES = VIEW_OP_TYPES | {"Identity"}
 # load"). Why the length matters is not established; the limit sits inside the measured bracket.
 # ORT's CUDA Split stages its outputs' pointers, sizes and an index per element of the split axis in pinned host
 # memory (four host-to-device copies) whenever the outputs differ in length along the axis, or there are more
-# than 32 of them; equal splits up to 32 go by value. CUPTI around whole runs on the H100 (2026-11-27,
-# results/gpu-general/load-copies): the four timm networks with such Splits (CoaT-Lite, XCiT, CrossViT, ReXNet:
-# 24-64 pinned copies a run) waited 5-15 bursts a run at stress 1.0 with their GPU busy time unchanged and were
-# 2-4x slower than idle at every batch size; the networks without one (BoTNet, GhostNet, GC ViT, TinyViT) waited
-# 1-5 and paid 1.1-1.6x. No length limit applies: ReXNet's splits of 27-185 channels cost 0.4-0.5 ms each. Three
-# outputs along the innermost axis go by value too (Split3Inner: LeViT's and EfficientFormer's q/k/v).
-# A staged Split costs less than a long staged Concat: over those traces' eight runs (batch 1 and 64) its extra
-# time at stress 1.0, beyond what the networks without one paid, was 0-1.6 ms, median 0.45 ms, about half a burst
-# (a copy that finds the co-tenant busy waits out the rest of its burst), against 0.61-0.90 ms a long Concat; it
-# counts as STAGED_SPLIT_SHARE of one.
+# than 32 of them; equal splits up to 32, and three outputs along the innermost axis (Split3Inner), go by value.
+# CUPTI around whole runs on the H100 (2026-11-27, results/gpu-general/load-copies): the four timm networks with such
+# Splits (CoaT-Lite, XCiT, CrossViT, ReXNet: 24-64 pinned copies a run, ReXNet's and XCiT's from Slice groups ORT
+# fuses into a Split) waited 5-15 bursts a run at stress 1.0 with their GPU busy time unchanged and were 2-4x slower
+# than idle at every batch size; the networks without one (BoTNet, GhostNet, GC ViT, TinyViT) waited 1-5 and paid
+# 1.1-1.6x. But staging alone does not cost: twin networks whose only difference is an unequal Split (results/
+# gpu-general/staged-split) paid nothing for it under load, nor did EfficientViT-M0's 20 unequal q/k/v Splits (set U).
+# Over every network timed with such Splits (sets S, T, U and the twins: ten), the ones that paid are exactly those
+# where a piece goes straight into a Concat (DPN-68 41 of 41, FasterNet 13 of 13, ReXNet 11, XCiT 6, CrossViT 6,
+# CoaT 8 of 16; EfficientViT, LeViT and the twins none): an empirical rule, found after set U was timed (post hoc),
+# its mechanism not established. Such a Split cost 0.46-1.2 ms at stress 1.0 (median 0.87) and 0.07-0.8 ms at 0.5,
+# less than the busy-share scaling gives; it counts as STAGED_SPLIT_SHARE of a long staged Concat (0.46 ms at 1.0,
+# 0.23 at 0.5), the share of 0-1.2 that predicted sets S, T and U best together (post hoc).
 HOST_STAGED_LIMIT = 32
 HOST_STAGED_MIN_AXIS = 512
 STAGED_SPLIT_SHARE = 0.6
@@ -217,12 +220,18 @@ def _piece(source: TensorInfo, kernel: Kernel) -> tuple[int, int] | None:
     return (differing[0], int(piece[differing[0]])) if len(differing) == 1 else None
 
 
-def fused_slice_splits(kernels: list[Kernel]) -> int:
+def _concat_inputs(kernels: list[Kernel]) -> set[str]:
+    """The names of the tensors some Concat of ``kernels`` joins."""
+    return {t.name for k in kernels if k.op_type == "Concat" for t in k.inputs}
+
+
+def fused_slice_splits(kernels: list[Kernel], concat_inputs: set[str] | None = None) -> int:
     """How many tensors ORT's GatherSliceToSplitFusion turns into one staged Split: tensors that two or more Slices
     (or Gathers of one index) cut along one axis into pieces whose lengths add up to the axis and differ (ReXNet's
     ``x[:, :c]`` and ``x[:, c:]``, XCiT's class token and patches). The H100's traces show each as ``_SplitKernel``
     with four pinned copies, XCiT's six also where the tensor has other consumers besides. Static detection keeps
-    those as Slices and Gathers; the count is for the wait only."""
+    those as Slices and Gathers; the count is for the wait only. With ``concat_inputs``, only the groups one of
+    whose pieces is among those tensors count (see :func:`host_staged_kernels`)."""
     consumers: dict[str, list[Kernel]] = {}
     for k in kernels:
         if k.op_type in ("Slice", "Gather") and k.inputs and k.outputs:
@@ -230,6 +239,8 @@ def fused_slice_splits(kernels: list[Kernel]) -> int:
     count = 0
     for users in consumers.values():
         if len(users) < 2:
+            continue
+        if concat_inputs is not None and not any(k.outputs[0].name in concat_inputs for k in users):
             continue
         source = users[0].inputs[0]
         pieces = [_piece(source, k) for k in users]
@@ -248,15 +259,18 @@ def host_staged_kernels(kernels: list[Kernel]) -> float:
     on their own, in long Concats: Concats of more than :data:`HOST_STAGED_LIMIT` inputs whose output is longer
     than :data:`HOST_STAGED_MIN_AXIS` along the joined axis (an unknown length counts as short) count 1; Splits
     ORT stages (:func:`_staged_split`) and the Slice groups ORT fuses into such a Split (:func:`fused_slice_splits`)
-    count :data:`STAGED_SPLIT_SHARE` each."""
+    count :data:`STAGED_SPLIT_SHARE` each where one of their pieces goes straight into a Concat
+    (:data:`STAGED_SPLIT_SHARE` says why)."""
+    concat_inputs = _concat_inputs(kernels)
     concats = 0
-    splits = fused_slice_splits(kernels)
+    splits = fused_slice_splits(kernels, concat_inputs)
     for k in kernels:
         axis = int(k.attributes.get("axis", 0) or 0)
         if k.op_type == "Split" and k.outputs:
             lengths = _axis_lengths(k.outputs, axis)
             rank = len(k.outputs[0].shape or ())
-            splits += lengths is not None and _staged_split(lengths, axis in (-1, rank - 1))
+            staged = lengths is not None and _staged_split(lengths, axis in (-1, rank - 1))
+            splits += staged and any(t.name in concat_inputs for t in k.outputs)
             continue
         if k.op_type != "Concat" or len(k.inputs) <= HOST_STAGED_LIMIT or not k.outputs:
             continue

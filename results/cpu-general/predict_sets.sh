@@ -4,14 +4,14 @@
 #   bash results/cpu-general/predict_sets.sh BUNDLE NAME BATCHES FILES DEST
 # e.g. set S on the H100 with the shipped bundle (FILES made by timm_set.py, see gpu_run.sh):
 #   bash results/cpu-general/predict_sets.sh h100 norms 1,4,16,64 /tmp/setS/files results/cpu-general/gpu-setS
-# KERNELS=ort takes the kernels this machine's ORT runs (`hase predict --kernels ort`; a CPU bundle on its CPU).
+# HASE names another hase command (a wrapper), KERNELS=ort takes the kernels this machine's ORT runs (`hase predict --kernels ort`; a CPU bundle on its CPU).
 set -euo pipefail
 bundle=${1:?BUNDLE} name=${2:?NAME} batches=${3:?BATCHES} files=${4:?FILES} dest=${5:?DEST}
 out=$dest/predictions-$name
 mkdir -p "$out"
 for b in ${batches//,/ }; do
   ls "$files"/*_b"$b".onnx > /dev/null 2>&1 || continue
-  .venv/bin/hase predict --predictor "$bundle" --batch-size "$b" --load idle,level=0.5,level=1.0 --top 0 --json \
+  ${HASE:-.venv/bin/hase} predict --predictor "$bundle" --batch-size "$b" --load idle,level=0.5,level=1.0 --top 0 --json \
     --kernels "${KERNELS:-static}" "$files"/*_b"$b".onnx | .venv/bin/python -c "
 import json, sys
 document = json.load(sys.stdin)
