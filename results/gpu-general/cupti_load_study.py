@@ -13,12 +13,14 @@ the kernels and copies per run, the GPU busy time per run, the gaps between cons
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+from sync_study import run_levels  # this folder's script, beside this one
 
 GAP_MS = 0.2
 
@@ -84,32 +86,6 @@ def trace_file(path: Path, ep: str, options, runs: int, warmup_s: float) -> dict
     }
 
 
-def run_study(folder: Path, out: Path, profile_name: str | None, levels: list[float], runs: int,
-              warmup_s: float) -> None:  # fmt: skip
-    """Trace every file of ``folder`` at each level (the stressor steady first); one JSON per level."""
-    from hase_dagster.core.config import load_config
-    from hase_dagster.core.profiles import select_profile
-    from hase_dagster.measure.load import under_load
-
-    profile = select_profile(load_config(), profile_name)
-    paths = sorted(folder.glob("*.onnx"))
-    out.mkdir(parents=True, exist_ok=True)
-    for level in levels:
-        done = out / f"level-{level:.2f}.json"
-        if done.exists():
-            continue
-        rows = []
-        with under_load(profile.device, level, profile.telemetry):
-            for path in paths:
-                try:
-                    row = trace_file(path, profile.execution_provider, profile.ort, runs, warmup_s)
-                except Exception as exc:  # one model's failure is recorded, the rest still run
-                    row = {"model": path.name, "error": f"{type(exc).__name__}: {exc}"[:300]}
-                rows.append(row | {"stress_level": level})
-                print(f"{level:.2f} {path.name} {row.get('wall_ms_mean', row.get('error'))}", flush=True)
-        done.write_text(json.dumps(rows) + "\n")
-
-
 def report(out: Path) -> str:
     """One row per model and level: wall, GPU busy, the gaps over GAP_MS, copies per run."""
     lines = ["| model | stress | wall ms | GPU busy ms | gaps > 0.2 ms a run | their ms | all gaps ms | copies a run |",
@@ -140,7 +116,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.command == "run":
         levels = [float(x) for x in args.levels.split(",")]
-        run_study(args.folder, args.out, args.profile, levels, args.runs, args.warmup_s)
+        measure = functools.partial(trace_file, runs=args.runs, warmup_s=args.warmup_s)
+        run_levels(args.folder, args.out, args.profile, levels, measure, "wall_ms_mean")
     else:
         print(report(args.out))
     return 0

@@ -15,6 +15,7 @@ One JSON per level (``level-1.00.json``), written as it goes; a second run skips
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import tempfile
@@ -93,9 +94,10 @@ def profile_file(path: Path, ep: str, options, warmup_s: float, timed_s: float) 
     }
 
 
-def run_study(folder: Path, out: Path, profile_name: str | None, levels: list[float], warmup_s: float,
-              timed_s: float) -> None:  # fmt: skip
-    """Profile every file of ``folder`` at each level (the stressor steady first); one JSON per level."""
+def run_levels(folder: Path, out: Path, profile_name: str | None, levels: list[float], measure, label: str) -> None:
+    """Measure every file of ``folder`` at each level (the stressor steady first) with ``measure(path, ep, ort)``,
+    one JSON per level (``level-1.00.json``); a level already written is skipped, and one file's failure is recorded
+    as its row's ``error`` while the rest still run. ``label`` names the row field printed as it goes."""
     from hase_dagster.core.config import load_config
     from hase_dagster.core.profiles import select_profile
     from hase_dagster.measure.load import under_load
@@ -111,11 +113,11 @@ def run_study(folder: Path, out: Path, profile_name: str | None, levels: list[fl
         with under_load(profile.device, level, profile.telemetry):
             for path in paths:
                 try:
-                    row = profile_file(path, profile.execution_provider, profile.ort, warmup_s, timed_s)
+                    row = measure(path, profile.execution_provider, profile.ort)
                 except Exception as exc:  # one model's failure is recorded, the rest still run
                     row = {"model": path.name, "error": f"{type(exc).__name__}: {exc}"[:300]}
                 rows.append(row | {"stress_level": level})
-                print(f"{level:.2f} {path.name} {row.get('run_ms_mean', row.get('error'))}", flush=True)
+                print(f"{level:.2f} {path.name} {row.get(label, row.get('error'))}", flush=True)
         done.write_text(json.dumps(rows) + "\n")
 
 
@@ -160,7 +162,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.command == "run":
         levels = [float(x) for x in args.levels.split(",")]
-        run_study(args.folder, args.out, args.profile, levels, args.warmup_s, args.timed_s)
+        measure = functools.partial(profile_file, warmup_s=args.warmup_s, timed_s=args.timed_s)
+        run_levels(args.folder, args.out, args.profile, levels, measure, "run_ms_mean")
     else:
         print(report(args.out, args.top))
     return 0
