@@ -12,7 +12,6 @@ the kernels and copies per run, the GPU busy time per run, the gaps between cons
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import tempfile
@@ -20,7 +19,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from sync_study import run_levels  # this folder's script, beside this one
+from sync_study import run_levels, study_parser  # this folder's script, beside this one
 
 GAP_MS = 0.2
 
@@ -102,17 +101,8 @@ def report(out: Path) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    run_p = sub.add_parser("run")
-    run_p.add_argument("folder", type=Path)
-    run_p.add_argument("out", type=Path)
-    run_p.add_argument("--profile", default=None)
-    run_p.add_argument("--levels", default="0.0,1.0")
+    parser, run_p, _ = study_parser(__doc__.splitlines()[0])
     run_p.add_argument("--runs", type=int, default=20)
-    run_p.add_argument("--warmup-s", type=float, default=0.5)
-    rep = sub.add_parser("report")
-    rep.add_argument("out", type=Path)
     args = parser.parse_args()
     if args.command == "run":
         levels = [float(x) for x in args.levels.split(",")]

@@ -146,8 +146,10 @@ def report(out: Path, top: int) -> str:
     return "\n".join(lines)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def study_parser(description: str) -> tuple[argparse.ArgumentParser, argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command line both load studies share: ``run FOLDER OUT [--profile] [--levels] [--warmup-s]`` and
+    ``report OUT``. Returns the parser and its ``run`` and ``report`` subparsers, for each study's own options."""
+    parser = argparse.ArgumentParser(description=description)
     sub = parser.add_subparsers(dest="command", required=True)
     run_p = sub.add_parser("run")
     run_p.add_argument("folder", type=Path)
@@ -155,9 +157,14 @@ def main() -> int:
     run_p.add_argument("--profile", default=None)
     run_p.add_argument("--levels", default="0.0,1.0")
     run_p.add_argument("--warmup-s", type=float, default=0.5)
-    run_p.add_argument("--timed-s", type=float, default=0.6)
     rep = sub.add_parser("report")
     rep.add_argument("out", type=Path)
+    return parser, run_p, rep
+
+
+def main() -> int:
+    parser, run_p, rep = study_parser(__doc__.splitlines()[0])
+    run_p.add_argument("--timed-s", type=float, default=0.6)
     rep.add_argument("--top", type=int, default=8)
     args = parser.parse_args()
     if args.command == "run":
