@@ -115,6 +115,53 @@ def test_slices_that_cut_one_axis_into_unequal_pieces_count_as_one_fused_split()
     assert fused_slice_splits([cls, patches]) == 1
 
 
+def partial_conv_network(path: Path, first: int, blocks: int = 4, channels: int = 32, size: int = 14) -> Path:
+    """FasterNet's partial convolution ``blocks`` times: Split the channels into ``first`` and the rest, a 1x1
+    convolution on the first piece, Concat it with the untouched rest."""
+    nodes, weights = [], [helper.make_tensor("sizes", TensorProto.INT64, [2], [first, channels - first])]
+    current = "x"
+    for b in range(blocks):
+        w = helper.make_tensor(f"w{b}", TensorProto.FLOAT, [first, first, 1, 1], np.full(first * first, 0.01))
+        weights.append(w)
+        nodes.append(helper.make_node("Split", [current, "sizes"], [f"a{b}", f"r{b}"], axis=1, name=f"split{b}"))
+        nodes.append(helper.make_node("Conv", [f"a{b}", f"w{b}"], [f"c{b}"], name=f"conv{b}"))
+        nodes.append(helper.make_node("Concat", [f"c{b}", f"r{b}"], [f"y{b}"], axis=1, name=f"concat{b}"))
+        current = f"y{b}"
+    shape = [1, channels, size, size]
+    graph = helper.make_graph(
+        nodes,
+        "partial",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info(current, TensorProto.FLOAT, shape)],
+        weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+def test_the_committed_bundle_charges_unequal_splits_that_feed_a_concat_under_load_only(tmp_path: Path) -> None:
+    """Static detection keeps each Split; four unequal ones (8 + 24 channels) cost the run about four staged waits
+    more than four equal ones (16 + 16) at stress 1.0, and nothing idle."""
+    pytest.importorskip("onnxruntime")
+    if not H100.is_dir():
+        pytest.skip("no committed H100 bundle")
+    from hase_dagster.learn.bundles import load_bundle
+
+    bundle = load_bundle(H100)
+    unequal = partial_conv_network(tmp_path / "unequal_b1.onnx", 8)
+    equal = partial_conv_network(tmp_path / "equal_b1.onnx", 16)
+    kernels, _ = bundle.kernels(unequal, 1)
+    assert host_staged_kernels(kernels) == pytest.approx(4 * STAGED_SPLIT_SHARE)
+    assert host_staged_kernels(bundle.kernels(equal, 1)[0]) == 0
+    runs = [bundle.predict([unequal, equal], [1], [load]) for load in ("idle", "level=1.0")]
+    (idle_u, idle_e), (loaded_u, loaded_e) = runs
+    assert abs(idle_u.predicted_ms - idle_e.predicted_ms) < 0.05
+    wait = 0.8 * TimeSlicing().burst_ms * 4 * STAGED_SPLIT_SHARE
+    assert loaded_u.predicted_ms - loaded_e.predicted_ms == pytest.approx(wait, rel=0.25)
+
+
 def gpu_composition(slicing: TimeSlicing) -> Composition:
     """A composition fitted on GPU runs idle and under full load, none of them with a staged kernel."""
     return Composition.fit(
