@@ -524,6 +524,31 @@ def test_the_resize_space_draws_each_mode_over_maps_and_whole_images_within_the_
     assert {a.name: a.s for a in resize.attribute}["mode"] == b"cubic"
 
 
+def test_the_heads_space_mixes_heads_innermost_or_normalises_over_tokens_within_the_caps(tmp_path: Path) -> None:
+    """CaiT's talking heads: the attention maps permuted so the heads are the last axis, a Linear over them (a MatMul
+    whose weight is heads x heads); CoaT's keys: a Softmax over the token axis of (batch, heads, tokens, dim)."""
+    probes = [draw_probe(seed, "heads") for seed in range(200)]
+    assert {p.mode for p in probes} == {"talking", "axis_softmax"}
+    assert all(p.width % p.heads == 0 for p in probes)
+    assert all(p.widest_activation() <= TOKENS_MAX_ACTIVATION_ELEMENTS for p in probes)
+    for mode in ("talking", "axis_softmax"):
+        seed = next(s for s, p in enumerate(probes) if p.mode == mode)
+        spec = probes[seed]
+        model = ZooModel(name="h", kind="design_probe", seed=seed, probe_space="heads")
+        exported = export_variant(ModelVariant(model, 224, 2), tmp_path / mode, 17)
+        session = make_session(exported.path, "cpu")
+        (output,) = session.run(None, random_inputs(session))
+        assert output.shape == (2, 1000) and np.isfinite(output).all()
+        graph = onnx.load(exported.path).graph
+        shapes = {i.name: list(i.dims) for i in graph.initializer}
+        softmax_axes = {a.i for n in graph.node if n.op_type == "Softmax" for a in n.attribute if a.name == "axis"}
+        if mode == "talking":  # the heads mixed by heads x heads weights
+            assert [spec.heads, spec.heads] in shapes.values()
+            assert softmax_axes == {-1} or softmax_axes == {3}
+        else:
+            assert softmax_axes == {2}
+
+
 def test_a_probe_the_ep_cannot_run_is_left_out_and_the_others_analysed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

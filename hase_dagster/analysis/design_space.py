@@ -92,6 +92,13 @@ RESIZE_MODES = ("bicubic", "bicubic", "bilinear", "nearest")
 RESIZE_RESOLUTIONS = (7, 14, 28, 56, 112, 224)
 RESIZE_SCALES = (0.5, 0.75, 0.93, 1.07, 1.5, 2.0, 4.0)
 # Per-sample caps: a cell's multiply-adds (resnet50 has 4.1 G in all) and its widest activation.
+# The ``heads`` space: attention maps over the heads axis, as CaiT's talking heads mix them (the maps permuted so the
+# 2-16 heads are innermost, a Linear over them, permuted back) or as CoaT's factorized attention normalises keys
+# (a Softmax over the token axis, not the last one, then k^T v): layouts no other space draws.
+HEADS_MODES = ("talking", "axis_softmax")
+HEADS_COUNTS = (2, 4, 4, 6, 8, 12, 16)
+HEADS_DIMS = (16, 32, 48, 64)
+HEADS_RESOLUTIONS = (7, 14, 16, 28)
 MAX_CELL_MACS = 3.0e9
 MAX_ACTIVATION_ELEMENTS = 2.0e6
 MAX_TOKENS = 784
@@ -154,7 +161,7 @@ SPACE_CAPS: dict[str, tuple[float, float]] = {
     **dict.fromkeys(
         ("highres", "wide_grouped_strided", "image_io", "resize"), (MAX_CELL_MACS, HIGHRES_MAX_ACTIVATION_ELEMENTS)
     ),
-    "tokens": (TOKENS_MAX_CELL_MACS, TOKENS_MAX_ACTIVATION_ELEMENTS),
+    **dict.fromkeys(("tokens", "heads"), (TOKENS_MAX_CELL_MACS, TOKENS_MAX_ACTIVATION_ELEMENTS)),
 }
 
 
@@ -179,6 +186,9 @@ class ProbeSpec:
     encoder runs over (the grid's first tokens, or all of them), ``se`` a class token put before them (one more),
     ``mode`` vision (the whole grid) or text (a drawn length), ``expand`` the MLP's ratio, ``residual`` norm first
     and ``depth`` the layers.
+    A ``heads`` cell: ``heads`` attention heads over the ``resolution``-squared tokens of a ``width``-wide map, ``mode``
+    talking (the maps' heads mixed by a Linear with the heads innermost, before and after the Softmax) or
+    axis_softmax (keys normalised over the token axis, then k^T v and q (k^T v)).
     """
 
     seed: int
@@ -233,6 +243,9 @@ class ProbeSpec:
             return self.depth * (t * self.width * (4 + 2 * self.expand) * self.width + 2 * t * t * self.width)
         if self.cell == "mlp":
             return 2 * r2 * self.width * self.width * self.expand
+        if self.cell == "heads":  # q/k/v projections, then q k^T and a v (or k^T v and q (k^T v))
+            products = 2 * r2 * r2 * self.width if self.mode == "talking" else 2 * r2 * self.width * self.width
+            return self.depth * (3 * r2 * self.width * self.width + products + 2 * r2 * r2 * self.heads**2)
         if self.cell == "movement":
             return out_r2 * 4 * self.width * self.out_width if self.stride == 2 else 0.0
         if self.cell == "upsample":  # the convolution after the 2x upsample (before it: pixel_shuffle's)
@@ -269,6 +282,8 @@ class ProbeSpec:
         if self.cell == "tokens":
             t = self.sequence_length
             largest = max(t * self.width * self.expand, self.heads * t * t)
+        if self.cell == "heads":
+            largest = max(3 * self.resolution**2 * self.width, self.heads * self.resolution**4)
         if self.cell == "movement":
             largest = max(largest, (self.resolution + self.kernel) ** 2 * self.width)
         if self.cell == "windows":
@@ -616,6 +631,15 @@ def _draw_resize(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_heads(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    heads = int(rng.choice(HEADS_COUNTS))
+    width = heads * int(rng.choice(HEADS_DIMS))
+    return ProbeSpec(
+        seed, "heads", int(rng.choice(HEADS_RESOLUTIONS)), width, width, heads=heads, mode=str(rng.choice(HEADS_MODES)),
+        depth=int(rng.integers(1, 3)), residual=True,
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
@@ -633,7 +657,9 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             network's stride-1 stem and its output convolution to 1-21 channels at 56-448 px, with an upsample)
             or ``tokens`` (transformer encoder layers over 16-1025 tokens, 192-1280 wide) or ``norms`` (BatchNorm
             after a token-wise Linear or after an activation, PoolFormer's pool-minus-input, HardSigmoid gates) or
-            ``resize`` (bicubic, bilinear and nearest resizes of 7-224 px maps and whole images to 0.5-4x their side).
+            ``resize`` (bicubic, bilinear and nearest resizes of 7-224 px maps and whole images to 0.5-4x their side)
+            or ``heads`` (attention maps mixed over 2-16 heads with the heads innermost, or keys normalised over the
+            token axis: CaiT's and CoaT's layouts).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample (the space's own caps
@@ -648,7 +674,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "depthwise": _draw_depthwise, "movement": _draw_movement,
         "highres": _draw_highres, "windows": _draw_windows, "operators": _draw_operators,
         "recurrent": _draw_recurrent, "image_io": _draw_image_io, "tokens": _draw_tokens,
-        "norms": _draw_norms, "resize": _draw_resize,
+        "norms": _draw_norms, "resize": _draw_resize, "heads": _draw_heads,
     }.get(space)  # fmt: skip
     most_macs, largest = SPACE_CAPS.get(space, (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS))
     if draw_once is None:
@@ -912,6 +938,29 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             y = nn.functional.interpolate(x, size=(spec.kernel, spec.kernel), mode=spec.mode, align_corners=corners)
             return self.project(y)
 
+    class HeadsCell(nn.Module):
+        """A ``heads`` cell (ProbeSpec says how) over the map's tokens."""
+
+        def __init__(self, width: int) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(width, 3 * width)
+            self.proj = nn.Linear(width, width)
+            self.mix_before = nn.Linear(spec.heads, spec.heads)
+            self.mix_after = nn.Linear(spec.heads, spec.heads)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            n, c, h, w = x.shape
+            t = x.flatten(2).transpose(1, 2)
+            q, k, v = self.qkv(t).reshape(n, h * w, 3, spec.heads, c // spec.heads).permute(2, 0, 3, 1, 4)
+            if spec.mode == "talking":
+                attn = (q @ k.transpose(-2, -1)) * (c // spec.heads) ** -0.5
+                attn = self.mix_before(attn.permute(0, 2, 3, 1)).permute(0, 3, 1, 2).softmax(-1)
+                attn = self.mix_after(attn.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+                y = attn @ v
+            else:
+                y = q @ (k.softmax(dim=2).transpose(-2, -1) @ v)
+            return self.proj(y.transpose(1, 2).reshape(n, h * w, c)).transpose(1, 2).reshape(n, c, h, w)
+
     def operator_cell(c_in: int, c_out: int, stride: int) -> nn.Module:
         """The body of an ``operators`` cell (draw_probe's ``_draw_operators`` says what each is)."""
         if spec.cell == "upsample":
@@ -983,6 +1032,8 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
                 self.body = NormCell(c_in, c_out)
             elif spec.cell == "resize":
                 self.body = ResizeCell(c_in, c_out)
+            elif spec.cell == "heads":
+                self.body = HeadsCell(c_in)
             elif spec.cell in OPERATOR_CELLS:
                 self.body = operator_cell(c_in, c_out, stride)
             else:

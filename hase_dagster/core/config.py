@@ -88,6 +88,7 @@ ProbeSpace = Literal[
     "tokens",
     "norms",
     "resize",
+    "heads",
 ]
 
 
