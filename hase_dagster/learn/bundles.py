@@ -212,16 +212,20 @@ class Bundle:
     def _ort_kernels(self, path: Path, batch_size: int, data: DataPaths | None) -> list[Kernel]:
         """The kernels this machine's ORT runs for ``path`` at ``batch_size`` on the bundle's EP (the file's
         fixed batch is checked as static detection checks it)."""
+        import contextlib
         import tempfile
 
         from hase_dagster.learn.sweep import AnalysisCache
 
         if self.fixed_batch(path) is not None:
             self._model(path).at(batch_size)  # refuses another batch size, in the same words
-        if data is not None:
-            return AnalysisCache(data.analysis_cache(self.ep)).kernels(path, batch_size, self.ep)[0]  # type: ignore[arg-type]
-        with tempfile.TemporaryDirectory() as tmp:
-            return AnalysisCache(Path(tmp)).kernels(path, batch_size, self.ep)[0]  # type: ignore[arg-type]
+        with contextlib.ExitStack() as scratch:  # without a data directory, a cache that lasts this call
+            root = (
+                data.analysis_cache(self.ep)
+                if data is not None
+                else Path(scratch.enter_context(tempfile.TemporaryDirectory()))
+            )
+            return AnalysisCache(root).kernels(path, batch_size, self.ep)[0]  # type: ignore[arg-type]
 
     def fixed_batch(self, path: Path) -> int | None:
         """The batch size ``path`` is fixed at, None where its batch dimension is free."""

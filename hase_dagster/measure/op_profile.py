@@ -486,7 +486,7 @@ def _ort_cuda_kernels(runner: Any, trace_path: Path, runs: int) -> dict[str, Any
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(runs):
-            runner._run()
+            runner.run()
         torch.cuda.synchronize()
     with tempfile.TemporaryDirectory() as tmp:
         raw = Path(tmp) / "ort.json"

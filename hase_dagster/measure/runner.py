@@ -79,6 +79,7 @@ class ModelRunner:
         feeds: dict[str, np.ndarray] | None = None,
         clock: Clock = "host",
         exact: bool = False,
+        profile_prefix: str | os.PathLike[str] | None = None,
     ) -> None:
         self.path = Path(path)
         self.ep = ep
@@ -93,7 +94,10 @@ class ModelRunner:
             self._device_clock = DeviceClock()
         stream = self._device_clock.stream_handle if self._device_clock else None
         # exact: full fp32 products (no TF32 on the CUDA EP), for timings whose values are compared.
-        self.session = make_session(self.path, ep, self.options, level=level, compute_stream=stream, exact=exact)
+        # profile_prefix: ORT's profiler on for the session (``self.session.end_profiling()`` writes its trace).
+        self.session = make_session(
+            self.path, ep, self.options, level=level, profile_prefix=profile_prefix, compute_stream=stream, exact=exact
+        )
         feeds = feeds if feeds is not None else load_inputs(self.path)
         self.feeds = feeds if feeds is not None else random_inputs(self.session)
         # The run closures hold the session and feeds, never self: a runner in a reference cycle
@@ -127,6 +131,10 @@ class ModelRunner:
             session.run_with_iobinding(binding, run_options)
 
         return run
+
+    def run(self) -> None:
+        """One untimed run, as :meth:`sample` runs it (IO binding on the CUDA EP)."""
+        self._run()
 
     def sample(self) -> float:
         """One run timed on this runner's clock, in ms."""

@@ -34,12 +34,12 @@ def trace_file(path: Path, ep: str, options, runs: int, warmup_s: float) -> dict
     runner = ModelRunner(path, ep, options, level="all")
     start = time.perf_counter()
     while time.perf_counter() - start < warmup_s:
-        runner._run()
+        runner.run()
     walls = []
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         for _ in range(runs):
             t0 = time.perf_counter()
-            runner._run()
+            runner.run()
             walls.append((time.perf_counter() - t0) * 1000.0)
         if ep == "cuda":
             torch.cuda.synchronize()

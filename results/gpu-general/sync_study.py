@@ -31,40 +31,21 @@ def profile_file(path: Path, ep: str, options, warmup_s: float, timed_s: float) 
     Returns:
         ``{"model", "runs", "run_ms_mean", "run_ms_median", "nodes": [[name, op, provider, mean_us, p90_us]]}``.
     """
-    import onnxruntime as ort
-
-    from hase_dagster.analysis.kernel_models import load_inputs
-    from hase_dagster.core.ort_runtime import make_session, random_inputs
+    from hase_dagster.measure.runner import ModelRunner
 
     with tempfile.TemporaryDirectory() as tmp:
-        session = make_session(path, ep, options, level="all", profile_prefix=Path(tmp) / "p")
-        feeds = load_inputs(path)
-        feeds = feeds if feeds is not None else random_inputs(session)
-        if ep == "cuda":
-            binding = session.io_binding()
-            for name, value in feeds.items():
-                binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(value, "cuda", 0))
-            for output in session.get_outputs():
-                binding.bind_output(output.name, "cuda", 0)
-
-            def run() -> None:
-                session.run_with_iobinding(binding)
-        else:
-
-            def run() -> None:
-                session.run(None, feeds)
-
+        runner = ModelRunner(path, ep, options, level="all", profile_prefix=Path(tmp) / "p")
         warm = 0
         start = time.perf_counter()
         while time.perf_counter() - start < warmup_s or warm < 3:
-            run()
+            runner.run()
             warm += 1
         start = time.perf_counter()
         timed = 0
         while time.perf_counter() - start < timed_s or timed < 5:
-            run()
+            runner.run()
             timed += 1
-        trace = Path(session.end_profiling())
+        trace = Path(runner.session.end_profiling())
         events = json.loads(trace.read_text())
         trace.unlink()
     runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])[warm:]
