@@ -58,6 +58,10 @@ def trace_file(path: Path, ep: str, options, runs: int, warmup_s: float) -> dict
     busy_us = 0.0
     gaps = []
     end = None
+    previous = None
+    # What sits on either side of each gap over GAP_MS: whether the co-tenant's slices fall next to copies.
+    around: dict[str, int] = {}
+    after: dict[str, int] = {}
     for e in gpu:
         ts, dur = float(e["ts"]), float(e["dur"])
         busy_us += dur
@@ -67,10 +71,16 @@ def trace_file(path: Path, ep: str, options, runs: int, warmup_s: float) -> dict
             per_name[e["name"][:120]] = per_name.get(e["name"][:120], 0.0) + dur
         if end is not None:
             gaps.append((ts - end) / 1000.0)
+            if gaps[-1] > GAP_MS and previous is not None:
+                pair = f"{previous['cat']}>{e['cat']}"
+                around[pair] = around.get(pair, 0) + 1
+                after[e["name"][:80]] = after.get(e["name"][:80], 0) + 1
         end = max(end or 0.0, ts + dur)
+        previous = e
     gaps_arr = np.array(gaps) if gaps else np.zeros(1)
     big = gaps_arr[gaps_arr > GAP_MS]
     top = sorted(per_name.items(), key=lambda kv: -kv[1])[:40]
+    before = sorted(after.items(), key=lambda kv: -kv[1])[:12]
     return {
         "model": path.name,
         "runs": runs,
@@ -82,6 +92,8 @@ def trace_file(path: Path, ep: str, options, runs: int, warmup_s: float) -> dict
         "gap_ms_over_per_run": round(float(big.sum()) / runs, 4),
         "gap_ms_all_per_run": round(float(gaps_arr[gaps_arr > 0].sum()) / runs, 4),
         "kernels_us_per_run": [[n, round(us / runs, 2)] for n, us in top],
+        "gaps_over_between_per_run": {k: round(v / runs, 2) for k, v in sorted(around.items())},
+        "gaps_over_before_per_run": [[n, round(c / runs, 2)] for n, c in before],
     }
 
 
