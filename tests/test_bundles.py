@@ -259,7 +259,7 @@ def test_the_bundle_path_imports_none_of_the_slow_libraries(
         "from hase_dagster.orchestration.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
         f"    code = main(['predict', {str(resnet18_onnx)!r}, '--predictor', {str(folder)!r}, '--batch-size', '1',"
-        " '--load', 'idle,level=0.5', '--json'])\n"
+        " '--load', 'idle,level=0.5', '--kernels', 'static', '--json'])\n"
         "assert code == 0, code\n"
         "heavy = ('pandas', 'xgboost', 'sklearn', 'dagster', 'scipy', 'duckdb', 'torch', 'networkx', 'requests')\n"
         "print(sorted(m for m in heavy if m in sys.modules))\n"
@@ -289,6 +289,7 @@ def test_predict_with_a_bundle_detects_kernels_statically_and_predicts_as_its_pr
         value.type.tensor_type.shape.dim[0].dim_param = "batch"
     onnx.save(model, str(dynamic))
     args = ["predict", str(dynamic), "--predictor", str(folder), "--batch-size", "1,4", "--load", "idle,level=0.5"]
+    args += ["--kernels", "static"]
     assert main([*args, "--json"]) == 0
     predictions = json.loads(capsys.readouterr().out)["predictions"]
     assert [(p["batch_size"], p["load_source"][:10]) for p in predictions] == [
@@ -311,7 +312,8 @@ def test_predict_with_a_bundle_detects_kernels_statically_and_predicts_as_its_pr
     assert main(args) == 0
     assert "bundle cpu-test" in capsys.readouterr().out
     # A fixed-batch file asked at another batch size: one line.
-    assert main(["predict", str(resnet18_onnx), "--predictor", str(folder), "--batch-size", "4", "--load", "idle"]) == 2
+    fixed = ["predict", str(resnet18_onnx), "--predictor", str(folder), "--batch-size", "4", "--load", "idle"]
+    assert main([*fixed, "--kernels", "static"]) == 2
     err = capsys.readouterr().err
     assert "fixed batch size of 1, not 4" in err and err.count("\n") == 1
 
@@ -331,7 +333,7 @@ def test_predict_with_a_bundle_on_this_machines_ort_kernels(
     args = ["predict", str(resnet18_onnx), "--predictor", str(folder), "--batch-size", "1", "--load", "idle", "--json"]
     assert main([*args, "--kernels", "ort"]) == 0
     ort_answer = json.loads(capsys.readouterr().out)
-    assert main(args) == 0
+    assert main([*args, "--kernels", "static"]) == 0
     static_answer = json.loads(capsys.readouterr().out)
     assert ort_answer["kernel_source"] == "ort" and ort_answer["detection_coverage"] is None
     assert static_answer["kernel_source"] == "static"
@@ -348,3 +350,62 @@ def test_predict_with_a_bundle_on_this_machines_ort_kernels(
     assert main(["predict", str(resnet18_onnx), "--predictor", "h100", "--kernels", "ort", "--batch-size", "1"]) == 2
     err = capsys.readouterr().err
     assert "bundle h100 predicts for cuda, which does not run on this machine" in err and err.count("\n") == 1
+
+
+def test_a_cpu_bundle_records_the_nchwc_block_and_a_cuda_one_none(trained: tuple[object, Predictor, Path]) -> None:
+    """The CPU EP's kernels depend on the block ORT converts convolutions to NCHWc with; a CPU bundle keeps its
+    device's, read from ORT itself (AVX-512F blocks by 16, AVX2 by 8), and the shipped CUDA bundle has none."""
+    from hase_dagster.core.ort_runtime import nchwc_block_size
+
+    block = nchwc_block_size()
+    assert read_bundle(trained[2]).document["nchwc_block"] == block
+    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").is_file() else []
+    if "avx512f" in flags:
+        assert block == 16
+    elif "avx2" in flags:
+        assert block == 8
+    assert "nchwc_block" not in read_bundle(REPO / "results" / "bundles" / "h100").document
+
+
+def test_auto_kernels_are_orts_only_for_a_cpu_bundle_of_this_machines_block(
+    bundle_copy: Path,
+    resnet18_onnx: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """By default (`--kernels auto`) a CPU bundle whose NCHWc block this machine's ORT shares predicts from ORT's own
+    kernels, the same answer as `--kernels ort`; one of another block, or exported before the block was recorded,
+    and a CUDA bundle, from static detection."""
+    from hase_dagster.core.ort_runtime import nchwc_block_size
+
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    args = [
+        "predict",
+        str(resnet18_onnx),
+        "--predictor",
+        str(bundle_copy),
+        "--batch-size",
+        "1",
+        "--load",
+        "idle",
+        "--json",
+    ]
+
+    def answer(*extra: str) -> dict:
+        assert main([*args, *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    auto, ort = answer(), answer("--kernels", "ort")
+    assert auto["kernel_source"] == "ort" and auto["predicted_ms"] == pytest.approx(ort["predicted_ms"], rel=1e-12)
+    _rewrite_document(bundle_copy, nchwc_block=nchwc_block_size() + 8)
+    assert answer()["kernel_source"] == "static"
+    document = json.loads((bundle_copy / BUNDLE_FILE).read_text())
+    del document["nchwc_block"]
+    document["checksum"] = bundles._document_checksum(document)
+    (bundle_copy / BUNDLE_FILE).write_text(json.dumps(document))
+    assert answer()["kernel_source"] == "static"
+    assert read_bundle(REPO / "results" / "bundles" / "h100").resolve_kernel_source("auto") == "static"
+    with pytest.raises(SystemExit) as exit_info:
+        main([*args, "--kernels", "fastest"])
+    assert exit_info.value.code == 2 and "invalid choice: 'fastest'" in capsys.readouterr().err

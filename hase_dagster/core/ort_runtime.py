@@ -132,6 +132,43 @@ def cuda_is_usable() -> bool:
     return True
 
 
+# A convolution whose output channels are a multiple of 8 and not of 16: ORT's NCHWc transformer pads them to its
+# block, so the padded count names the block (MLAS blocks by 16 with AVX-512F, by 8 with AVX2).
+_NCHWC_PROBE_CHANNELS = 24
+
+
+@functools.cache
+def nchwc_block_size() -> int:
+    """How many channels this machine's ORT CPU EP blocks a convolution's NCHWc layout by (8 or 16), or 0 where it
+    does not convert convolutions to NCHWc. Read from the graph ORT optimizes for a one-convolution probe.
+
+    The CPU EP's kernels differ with it: a convolution whose output channels are not a multiple of the block is
+    padded and followed by a ``ReorderOutput``, so two machines of different blocks run different kernel lists.
+    """
+    import tempfile
+
+    weight = helper.make_tensor(
+        "w", onnx.TensorProto.FLOAT, [_NCHWC_PROBE_CHANNELS, 16, 3, 3], [0.01] * (_NCHWC_PROBE_CHANNELS * 16 * 9)
+    )
+    node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 16, 8, 8])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, _NCHWC_PROBE_CHANNELS, 8, 8])
+    model = helper.make_model(
+        helper.make_graph([node], "nchwc_probe", [x], [y], [weight]), opset_imports=[helper.make_opsetid("", 17)]
+    )
+    model.ir_version = MAX_IR_VERSION
+    with tempfile.TemporaryDirectory() as tmp:
+        optimized = Path(tmp) / "probe.onnx"
+        make_session(model.SerializeToString(), "cpu", optimized_model_path=optimized)
+        graph = onnx.load(str(optimized)).graph
+    initializers = {t.name: list(t.dims) for t in graph.initializer}
+    for n in graph.node:
+        if n.domain == "com.microsoft.nchwc" and n.op_type == "Conv" and n.input[1] in initializers:
+            padded = initializers[n.input[1]][0]
+            return 16 if padded % 16 == 0 else 8
+    return 0
+
+
 def device_name(ep: EpName) -> str:
     """A human-readable name of the device the EP runs on (GPU model or CPU model)."""
     if ep == "cuda":

@@ -69,8 +69,9 @@ NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 # --- versions and checksums -------------------------------------------------------------------
 
 
-# Where a bundle's prediction takes a model's kernels from (Bundle.predict's kernel_source).
-KERNEL_SOURCES: tuple[str, ...] = ("static", "ort")
+# Where a bundle's prediction takes a model's kernels from (Bundle.predict's kernel_source): ``auto`` resolves to
+# one of the other two (Bundle.resolve_kernel_source).
+KERNEL_SOURCES: tuple[str, ...] = ("auto", "static", "ort")
 
 
 def _require_local_ep(ep: str, bundle: str) -> None:
@@ -168,6 +169,29 @@ class Bundle:
             "created": d["created"],
             "evaluation": d.get("evaluation", {}).get("headline", {}),
         }
+
+    def resolve_kernel_source(self, requested: str) -> str:
+        """The kernel source a prediction takes for ``requested`` (one of :data:`KERNEL_SOURCES`): ``auto`` is
+        ``ort`` for a CPU bundle whose NCHWc block (``bundle.json``'s ``nchwc_block``) this machine's ORT blocks
+        by too, else ``static``. The CPU's fusion rules do not derive the reorders ORT puts after convolutions
+        whose channels are not a multiple of the block, nor which convolutions it converts; where this machine's
+        ORT converts them as the bundle's device did, its own kernels are the device's (the random networks of
+        set W: 15.5% MAPE with static detection, 8.8% with ORT's kernels: results/cpu-general/cpu-setW/README.md).
+        A CUDA bundle, or a CPU bundle exported before the block was recorded, stays on static detection.
+
+        Raises:
+            HaseError: ``requested`` is no kernel source.
+        """
+        if requested not in KERNEL_SOURCES:
+            raise HaseError(f"kernel source {requested!r} is not one of {', '.join(KERNEL_SOURCES)}")
+        if requested != "auto":
+            return requested
+        block = self.document.get("nchwc_block")
+        if self.ep != "cpu" or not isinstance(block, int):
+            return "static"
+        from hase_dagster.core.ort_runtime import nchwc_block_size
+
+        return "ort" if nchwc_block_size() == block else "static"
 
     def load_for(self, spec: str, prometheus_url: str | None = None) -> tuple[dict[str, float], str]:
         """The load of one ``--load`` value: ``idle`` and ``level=X`` from the bundle's load table
@@ -271,7 +295,8 @@ class Bundle:
             loads: ``idle``, ``level=X`` (a stress level the bundle was benchmarked at) or
                 ``prometheus`` (read now), each resolved once.
             prometheus_url: where ``prometheus`` is read (default: the config's).
-            kernel_source: ``"static"`` (the bundle's fusion rules; nothing runs) or ``"ort"``: the kernels
+            kernel_source: ``"auto"`` (:meth:`resolve_kernel_source`), ``"static"`` (the bundle's fusion rules;
+                nothing runs) or ``"ort"``: the kernels
                 this machine's ORT runs on the bundle's EP, which must be here. Right where this machine is
                 the bundle's kind of device (a CPU bundle on the CPU it will run on): the fusion rules cover
                 only the patterns their device's tables held (on set S's CPU files, 15.2% MAPE with static
@@ -289,8 +314,7 @@ class Bundle:
             raise HaseError(f"batch sizes must be positive integers, got {batches}")
         if not specs:
             raise HaseError("no load to predict under")
-        if kernel_source not in KERNEL_SOURCES:
-            raise HaseError(f"kernel source {kernel_source!r} is not one of {', '.join(KERNEL_SOURCES)}")
+        kernel_source = self.resolve_kernel_source(kernel_source)
         if kernel_source == "ort":
             _require_local_ep(self.ep, self.name)
         resolved = [self.load_for(spec, prometheus_url) for spec in specs]
@@ -484,6 +508,7 @@ def write_bundle(
     precision: str = "fp32",
     provenance: dict[str, Any] | None = None,
     evaluation: dict[str, Any] | None = None,
+    nchwc_block: int | None = None,
 ) -> Path:
     """Write a bundle folder at ``out`` (replaced whole; a half-written one never shows).
 
@@ -496,6 +521,8 @@ def write_bundle(
         ort_version: the ONNX Runtime version its kernels and rules come from.
         rules_path: the EP's fusion rules file (checked against ``ep`` and ``ort_version``).
         precision: the models' precision the predictor was trained on.
+        nchwc_block: for a CPU predictor, the NCHWc block its device's ORT converts convolutions with (default:
+            this machine's, ``nchwc_block_size``: a CPU bundle is exported where its tables were timed).
         provenance: where it comes from (driver, CUDA and cuDNN, training set, ...).
         evaluation: its evaluation figures.
 
@@ -543,6 +570,7 @@ def write_bundle(
         "loads": {repr(float(level)): {k: float(v) for k, v in load.items()} for level, load in sorted(loads.items())},
         "fusion_rules": rules_entry,
         "provenance": provenance or {},
+        **({"nchwc_block": _nchwc_block(nchwc_block)} if regressor.ep == "cpu" else {}),
         "evaluation": evaluation or {},
         "files": _listed_files(partial),
     }
@@ -552,6 +580,15 @@ def write_bundle(
     out.parent.mkdir(parents=True, exist_ok=True)
     _replace_folder(partial, out)
     return out
+
+
+def _nchwc_block(given: int | None) -> int:
+    """``given``, or this machine's ORT NCHWc block (ORT is imported only for a CPU bundle's export)."""
+    if given is not None:
+        return given
+    from hase_dagster.core.ort_runtime import nchwc_block_size
+
+    return nchwc_block_size()
 
 
 def _add_tree_arrays(folder: Path) -> None:

@@ -301,13 +301,14 @@ def cmd_predict(args: argparse.Namespace) -> int:
     for spec in loads:
         parse_load_spec(spec)  # refuse a bad --load before loading anything
     if args.predictor:
-        # A bundle answers without the target EP or a warehouse: kernels by static detection.
+        # A bundle answers without the target EP or a warehouse: kernels by static detection, or by this
+        # machine's ORT where it is the bundle's kind of CPU (Bundle.resolve_kernel_source).
         from hase_dagster.learn.bundles import load_bundle
 
         bundle = load_bundle(args.predictor, data_dir())
         if args.ep is not None and args.ep != bundle.ep:
             raise HaseError(f"--ep {args.ep} does not match bundle {bundle.name}, which predicts for {bundle.ep}")
-        kernels = args.kernels or "static"
+        kernels = bundle.resolve_kernel_source(args.kernels or "auto")
         cache = DataPaths(data_dir()) if kernels == "ort" else None
         predictions = bundle.predict(args.model, args.batch_size, loads, kernel_source=kernels, analysis_cache=cache)
     else:
@@ -853,10 +854,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     predict.add_argument(
         "--kernels",
-        choices=["static", "ort"],
+        choices=["auto", "static", "ort"],
         default=None,
-        help="with --predictor: the kernels by static detection (default; nothing runs) or the ones this machine's "
-        "ORT runs on the bundle's EP (right where this machine is the bundle's kind of device)",
+        help="with --predictor: the kernels by static detection (nothing runs) or the ones this machine's ORT runs on "
+        "the bundle's EP (right where this machine is the bundle's kind of device); auto (default): ORT's for a CPU "
+        "bundle whose NCHWc block this machine's ORT shares, else static",
     )
     predict.add_argument("--top", type=_non_negative_int, default=10, help="kernels to list in the breakdown (0: none)")
     predict.add_argument("--json", action="store_true")

@@ -4,7 +4,7 @@
 #   bash results/cpu-general/predict_sets.sh BUNDLE NAME BATCHES FILES DEST
 # e.g. set S on the H100 with the shipped bundle (FILES made by timm_set.py, see gpu_run.sh):
 #   bash results/cpu-general/predict_sets.sh h100 norms 1,4,16,64 /tmp/setS/files results/cpu-general/gpu-setS
-# HASE names another hase command (a wrapper), KERNELS=ort takes the kernels this machine's ORT runs (`hase predict --kernels ort`; a CPU bundle on its CPU).
+# HASE names another hase command (a wrapper), KERNELS=ort takes the kernels this machine's ORT runs (`hase predict --kernels ort`; a CPU bundle on its CPU), KERNELS=auto what `hase predict` takes by default.
 set -euo pipefail
 bundle=${1:?BUNDLE} name=${2:?NAME} batches=${3:?BATCHES} files=${4:?FILES} dest=${5:?DEST}
 out=$dest/predictions-$name
