@@ -176,15 +176,19 @@ VIEW_FAMILIES = VIEW_OP_TYPES | {"Identity"}
 # than idle at every batch size; the networks without one (BoTNet, GhostNet, GC ViT, TinyViT) waited 1-5 and paid
 # 1.1-1.6x. But staging alone does not cost: twin networks whose only difference is an unequal Split (results/
 # gpu-general/staged-split) paid nothing for it under load, nor did EfficientViT-M0's 20 unequal q/k/v Splits (set U).
-# Over every network timed with such Splits (sets S, T, U and the twins: ten), the ones that paid are exactly those
-# where a piece goes straight into a Concat (DPN-68 41 of 41, FasterNet 13 of 13, ReXNet 11, XCiT 6, CrossViT 6,
-# CoaT 8 of 16; EfficientViT, LeViT and the twins none): an empirical rule, found after set U was timed (post hoc),
-# its mechanism not established. Such a Split cost 0.46-1.2 ms at stress 1.0 (median 0.87) and 0.07-0.8 ms at 0.5,
-# less than the busy-share scaling gives; it counts as STAGED_SPLIT_SHARE of a long staged Concat (0.46 ms at 1.0,
-# 0.23 at 0.5), the share of 0-1.2 that predicted sets S, T and U best together (post hoc).
+# CUPTI on set V's networks (results/gpu-general/load-copies, section 4) put each wait between a Split's pinned copies
+# and its kernel, about one burst each, and sorted the Splits by the length of their split axis, whose per-position
+# int64 index array is the one copy that grows: FasterNet-T0 waited at 10 of its 13 Splits a run (the 10 of 160 and
+# 320 channels, not the 3 of 40 and 80), InceptionNeXt-T at 15 of 18 (192-768 channels, not the 3 of 96),
+# MobileViTv2 at all 9 (129-257), PiT at both (its token axis); EfficientViT-M0's 20 (96) and the twins' (64) at
+# none. So a staged Split waits where its axis is longer than STAGED_SPLIT_MIN_AXIS (an index array over 1 KB);
+# between 96 and 129 nothing was timed. It counts STAGED_SPLIT_SHARE (one wait) of a long staged Concat. The rule
+# before (a piece going straight into a Concat) fitted sets S, T and U after the fact and missed MobileViTv2 and
+# PiT (set V, blind); why the length matters (a copy engine for larger copies, or the driver's) is not established.
 HOST_STAGED_LIMIT = 32
 HOST_STAGED_MIN_AXIS = 512
-STAGED_SPLIT_SHARE = 0.6
+STAGED_SPLIT_MIN_AXIS = 128
+STAGED_SPLIT_SHARE = 1.0
 
 
 def _axis_lengths(outputs: list[TensorInfo], axis: int) -> list[int] | None:
@@ -220,18 +224,13 @@ def _piece(source: TensorInfo, kernel: Kernel) -> tuple[int, int] | None:
     return (differing[0], int(piece[differing[0]])) if len(differing) == 1 else None
 
 
-def _concat_inputs(kernels: list[Kernel]) -> set[str]:
-    """The names of the tensors some Concat of ``kernels`` joins."""
-    return {t.name for k in kernels if k.op_type == "Concat" for t in k.inputs}
-
-
-def fused_slice_splits(kernels: list[Kernel], concat_inputs: set[str] | None = None) -> int:
+def fused_slice_splits(kernels: list[Kernel], min_axis: int = 0) -> int:
     """How many tensors ORT's GatherSliceToSplitFusion turns into one staged Split: tensors that two or more Slices
     (or Gathers of one index) cut along one axis into pieces whose lengths add up to the axis and differ (ReXNet's
     ``x[:, :c]`` and ``x[:, c:]``, XCiT's class token and patches). The H100's traces show each as ``_SplitKernel``
     with four pinned copies, XCiT's six also where the tensor has other consumers besides. Static detection keeps
-    those as Slices and Gathers; the count is for the wait only. With ``concat_inputs``, only the groups one of
-    whose pieces is among those tensors count (see :func:`host_staged_kernels`)."""
+    those as Slices and Gathers; the count is for the wait only. Only groups whose axis is longer than ``min_axis``
+    count (see :func:`host_staged_kernels`)."""
     consumers: dict[str, list[Kernel]] = {}
     for k in kernels:
         if k.op_type in ("Slice", "Gather") and k.inputs and k.outputs:
@@ -240,8 +239,6 @@ def fused_slice_splits(kernels: list[Kernel], concat_inputs: set[str] | None = N
     for users in consumers.values():
         if len(users) < 2:
             continue
-        if concat_inputs is not None and not any(k.outputs[0].name in concat_inputs for k in users):
-            continue
         source = users[0].inputs[0]
         pieces = [_piece(source, k) for k in users]
         axes = {p[0] for p in pieces if p is not None}
@@ -249,7 +246,8 @@ def fused_slice_splits(kernels: list[Kernel], concat_inputs: set[str] | None = N
             continue
         axis = axes.pop()
         lengths = [p[1] for p in pieces if p is not None]
-        if sum(lengths) == source.shape[axis] and _staged_split(lengths, axis == len(source.shape) - 1):
+        whole = sum(lengths) == source.shape[axis]
+        if whole and sum(lengths) > min_axis and _staged_split(lengths, axis == len(source.shape) - 1):
             count += 1
     return count
 
@@ -259,18 +257,17 @@ def host_staged_kernels(kernels: list[Kernel]) -> float:
     on their own, in long Concats: Concats of more than :data:`HOST_STAGED_LIMIT` inputs whose output is longer
     than :data:`HOST_STAGED_MIN_AXIS` along the joined axis (an unknown length counts as short) count 1; Splits
     ORT stages (:func:`_staged_split`) and the Slice groups ORT fuses into such a Split (:func:`fused_slice_splits`)
-    count :data:`STAGED_SPLIT_SHARE` each where one of their pieces goes straight into a Concat
-    (:data:`STAGED_SPLIT_SHARE` says why)."""
-    concat_inputs = _concat_inputs(kernels)
+    count :data:`STAGED_SPLIT_SHARE` each where their axis is longer than :data:`STAGED_SPLIT_MIN_AXIS` (the comment
+    above them says why)."""
     concats = 0
-    splits = fused_slice_splits(kernels, concat_inputs)
+    splits = fused_slice_splits(kernels, STAGED_SPLIT_MIN_AXIS)
     for k in kernels:
         axis = int(k.attributes.get("axis", 0) or 0)
         if k.op_type == "Split" and k.outputs:
             lengths = _axis_lengths(k.outputs, axis)
             rank = len(k.outputs[0].shape or ())
             staged = lengths is not None and _staged_split(lengths, axis in (-1, rank - 1))
-            splits += staged and any(t.name in concat_inputs for t in k.outputs)
+            splits += staged and lengths is not None and sum(lengths) > STAGED_SPLIT_MIN_AXIS
             continue
         if k.op_type != "Concat" or len(k.inputs) <= HOST_STAGED_LIMIT or not k.outputs:
             continue
