@@ -17,7 +17,9 @@ from hase_dagster.learn.predict import (
     HOST_BOUND_SHARE,
     HOST_STAGED_LIMIT,
     HOST_STAGED_MIN_AXIS,
+    STAGED_SPLIT_MIN_AXIS,
     STAGED_SPLIT_SHARE,
+    STAGED_WAIT_BUSY_POWER,
     Composition,
     Sums,
     fused_slice_splits,
@@ -70,41 +72,38 @@ def split(shape: tuple[int, ...], axis: int, lengths: list[int]) -> Kernel:
     return kernel("split", "Split", [("x", shape)], pieces, axis=axis)
 
 
-def joined(*pieces: Kernel) -> Kernel:
-    """A Concat of the first output of each of ``pieces`` (shapes left out: the rule reads only names)."""
-    return kernel("concat", "Concat", [(p.outputs[0].name, p.outputs[0].shape) for p in pieces], [()], axis=1)
-
-
-def test_splits_into_unequal_pieces_feeding_a_concat_are_staged_and_equal_or_inner_three_are_not() -> None:
+def test_staged_splits_over_a_long_axis_wait_and_equal_inner_three_or_short_ones_do_not() -> None:
     """ORT's CUDA Split passes equal pieces (up to 32) and three along the innermost axis by value and stages the
-    rest in pinned host memory (the H100 traces of CoaT-Lite, XCiT, CrossViT and ReXNet: four copies each); only
-    those with a piece that goes straight into a Concat waited for the co-tenant (sets S, T, U and twin networks)."""
+    rest in pinned host memory, with an index per position of the split axis; on the H100 the staged ones waited for
+    the co-tenant where that axis was longer than 128 (FasterNet's 160 and 320 channels, MobileViTv2's 129-257,
+    twins of 160 and 256) and not at 96 or less (EfficientViT's q/k/v, FasterNet's 40 and 80, twins of 64 and 96),
+    whatever consumes the pieces."""
     share = STAGED_SPLIT_SHARE
-
-    def staged(s: Kernel) -> float:
-        return host_staged_kernels([s, joined(s)])
-
-    assert staged(split((1, 40, 56, 56), 1, [10, 30])) == pytest.approx(share)  # FasterNet's partial convolution
-    assert host_staged_kernels([split((1, 40, 56, 56), 1, [10, 30])]) == 0  # no Concat: EfficientViT's q/k/v
-    assert staged(split((1, 64, 56, 56), 1, [32, 32])) == 0
-    assert staged(split((1, 64, 56, 56), 1, [2] * 32)) == 0
-    assert staged(split((1, 66, 56, 56), 1, [2] * 33)) == pytest.approx(share)
-    assert staged(split((1, 196, 4, 64), 3, [16, 16, 32])) == 0  # LeViT's q/k/v: Split3Inner
-    assert staged(split((1, 196, 8, 80), 3, [16, 64])) == pytest.approx(share)
-    assert staged(split((1, 196, 8, 80), -1, [16, 16, 48])) == 0
+    assert STAGED_SPLIT_MIN_AXIS == 128
+    assert host_staged_kernels([split((1, 160, 14, 14), 1, [40, 120])]) == pytest.approx(share)  # FasterNet stage 3
+    assert host_staged_kernels([split((1, 129, 4, 256), 1, [1, 64, 64])]) == pytest.approx(share)  # MobileViTv2
+    assert host_staged_kernels([split((1, 96, 14, 14), 1, [16, 16, 64])]) == 0  # EfficientViT's q/k/v: too short
+    assert host_staged_kernels([split((1, 128, 14, 14), 1, [32, 96])]) == 0  # at the limit
+    assert host_staged_kernels([split((1, 256, 56, 56), 1, [128, 128])]) == 0  # equal: by value
+    assert host_staged_kernels([split((1, 256, 56, 56), 1, [8] * 32)]) == 0
+    assert host_staged_kernels([split((1, 264, 56, 56), 1, [8] * 33)]) == pytest.approx(share)  # past 32 pieces
+    assert host_staged_kernels([split((1, 196, 4, 192), 3, [32, 32, 128])]) == 0  # three inner: Split3Inner
+    assert host_staged_kernels([split((1, 196, 8, 192), 3, [32, 160])]) == pytest.approx(share)
+    assert host_staged_kernels([split((1, 196, 8, 192), -1, [32, 32, 128])]) == 0
 
 
 def test_slices_that_cut_one_axis_into_unequal_pieces_count_as_one_fused_split() -> None:
     """ReXNet's ``x[:, :c]`` beside ``x[:, c:]`` and XCiT's class token beside its patches: ORT fuses them into one
-    Split, staged when the pieces differ; slices that leave part of the axis out, or cut two axes, are not fused."""
+    Split, staged when the pieces differ; slices that leave part of the axis out, or cut two axes, are not fused.
+    A fused group waits as a Split does: where its axis is longer than 128."""
     x = ("x", (1, 40, 7, 7))
     head, tail = kernel("head", "Slice", [x], [(1, 16, 7, 7)]), kernel("tail", "Slice", [x], [(1, 24, 7, 7)])
     halves = [kernel("h1", "Slice", [x], [(1, 20, 7, 7)]), kernel("h2", "Slice", [x], [(1, 20, 7, 7)])]
     other = kernel("relu", "Relu", [x], [(1, 40, 7, 7)])
     assert fused_slice_splits([head, tail]) == 1
     assert fused_slice_splits([head, tail, other]) == 1  # other consumers beside the slices do not stop it
-    assert host_staged_kernels([head, tail, joined(tail)]) == pytest.approx(STAGED_SPLIT_SHARE)
-    assert host_staged_kernels([head, tail]) == 0  # no piece goes into a Concat
+    assert host_staged_kernels([head, tail]) == 0  # 40 channels: too short to wait
+    assert fused_slice_splits([head, tail], min_axis=39) == 1
     assert fused_slice_splits(halves) == 0  # equal pieces go by value
     assert fused_slice_splits([head]) == 0
     assert fused_slice_splits([head, kernel("s36", "Slice", [x], [(1, 20, 7, 7)])]) == 0  # 36 of 40 channels
@@ -113,6 +112,7 @@ def test_slices_that_cut_one_axis_into_unequal_pieces_count_as_one_fused_split()
     cls = kernel("cls", "Gather", [tokens, ("i", ())], [(1, 128)], axis=1)
     patches = kernel("patches", "Slice", [tokens], [(1, 196, 128)])
     assert fused_slice_splits([cls, patches]) == 1
+    assert host_staged_kernels([cls, patches]) == pytest.approx(STAGED_SPLIT_SHARE)  # 197 tokens
 
 
 def partial_conv_network(path: Path, first: int, blocks: int = 4, channels: int = 32, size: int = 14) -> Path:
@@ -141,25 +141,34 @@ def partial_conv_network(path: Path, first: int, blocks: int = 4, channels: int 
     return path
 
 
-def test_the_committed_bundle_charges_unequal_splits_that_feed_a_concat_under_load_only(tmp_path: Path) -> None:
-    """Static detection keeps each Split; four unequal ones (8 + 24 channels) cost the run about four staged waits
-    more than four equal ones (16 + 16) at stress 1.0, and nothing idle."""
+def test_the_committed_bundle_charges_long_unequal_splits_under_load_only(tmp_path: Path) -> None:
+    """Static detection keeps each Split; four unequal ones of 160 channels (40 + 120) cost the run about four staged
+    waits more than four equal ones (80 + 80) at stress 1.0, much less at 0.5 and nothing idle; of 96 channels,
+    nothing."""
     pytest.importorskip("onnxruntime")
     if not H100.is_dir():
         pytest.skip("no committed H100 bundle")
     from hase_dagster.learn.bundles import load_bundle
 
     bundle = load_bundle(H100)
-    unequal = partial_conv_network(tmp_path / "unequal_b1.onnx", 8)
-    equal = partial_conv_network(tmp_path / "equal_b1.onnx", 16)
+    unequal = partial_conv_network(tmp_path / "unequal_b1.onnx", 40, channels=160)
+    equal = partial_conv_network(tmp_path / "equal_b1.onnx", 80, channels=160)
+    short = partial_conv_network(tmp_path / "short_b1.onnx", 24, channels=96)
+    short_equal = partial_conv_network(tmp_path / "short_equal_b1.onnx", 48, channels=96)
     kernels, _ = bundle.kernels(unequal, 1)
     assert host_staged_kernels(kernels) == pytest.approx(4 * STAGED_SPLIT_SHARE)
     assert host_staged_kernels(bundle.kernels(equal, 1)[0]) == 0
-    runs = [bundle.predict([unequal, equal], [1], [load]) for load in ("idle", "level=1.0")]
-    (idle_u, idle_e), (loaded_u, loaded_e) = runs
+    assert host_staged_kernels(bundle.kernels(short, 1)[0]) == 0
+    runs = [
+        bundle.predict([unequal, equal, short, short_equal], [1], [load]) for load in ("idle", "level=0.5", "level=1.0")
+    ]
+    (idle_u, idle_e, _, _), (half_u, half_e, _, _), (loaded_u, loaded_e, loaded_s, loaded_se) = runs
     assert abs(idle_u.predicted_ms - idle_e.predicted_ms) < 0.05
-    wait = 0.8 * TimeSlicing().burst_ms * 4 * STAGED_SPLIT_SHARE
-    assert loaded_u.predicted_ms - loaded_e.predicted_ms == pytest.approx(wait, rel=0.25)
+    # the twins measured about a burst a Split at stress 1.0 and a tenth of one at 0.5 (staged-split-axis)
+    burst = TimeSlicing().burst_ms
+    assert loaded_u.predicted_ms - loaded_e.predicted_ms == pytest.approx(4 * burst, rel=0.3)
+    assert half_u.predicted_ms - half_e.predicted_ms < 0.2 * 4 * burst
+    assert abs(loaded_s.predicted_ms - loaded_se.predicted_ms) < 0.1
 
 
 def gpu_composition(slicing: TimeSlicing) -> Composition:
@@ -189,15 +198,16 @@ def test_host_staged_kernels_are_long_concats_past_the_by_value_limit(tmp_path: 
     assert host_staged_kernels(past) == 1
     assert host_staged_kernels(short) == 0
 
-    # under full load the one long staged Concat costs most of a burst more than the 32-input network's
+    # under full load the one long staged Concat costs about a burst more than the 32-input network's
+    # (DenseNet-201's: 0.83-0.90 ms each over a 0.95 ms burst)
     paths = [tmp_path / "at_b1.onnx", tmp_path / "past_b1.onnx"]
     idle, loaded = (bundle.predict(paths, [1], [load]) for load in ("idle", "level=1.0"))
     idle_gap = idle[1].predicted_ms - idle[0].predicted_ms
     loaded_gap = loaded[1].predicted_ms - loaded[0].predicted_ms
-    assert loaded_gap - idle_gap == pytest.approx(0.8 * TimeSlicing().burst_ms, rel=0.25)
+    assert loaded_gap - idle_gap == pytest.approx(0.9 * TimeSlicing().burst_ms, rel=0.25)
 
 
-def test_the_staged_wait_is_a_burst_in_the_co_tenants_busy_share() -> None:
+def test_the_staged_wait_is_a_burst_at_saturation_falling_as_the_cube_of_the_busy_share() -> None:
     slicing = TimeSlicing()
     composition = gpu_composition(slicing)
     # nothing the fit saw had a staged kernel: the term keeps its prior
@@ -210,8 +220,9 @@ def test_the_staged_wait_is_a_burst_in_the_co_tenants_busy_share() -> None:
         without = Sums(0, 5.0, 5.0, 50, util, idle_mean_ms=5.0, time_slicing=slicing_or_none)
         return composition.apply(with_staged)[0] - composition.apply(without)[0]
 
+    assert STAGED_WAIT_BUSY_POWER == 3
     assert extra(95.0, 18) == pytest.approx(18 * slicing.burst_ms * prior)
-    assert extra(47.5, 18) == pytest.approx(18 * slicing.burst_ms * prior * 0.5)
+    assert extra(47.5, 18) == pytest.approx(18 * slicing.burst_ms * prior * 0.5**3)
     assert extra(0.0, 18) == 0.0
     assert extra(95.0, 18, None) == 0.0  # the CPU EP does not time-slice
 

@@ -73,18 +73,18 @@ def export(out: Path, blocks: list[int], batches: list[int], channels: int, size
     return paths
 
 
-NAME = re.compile(r"split_(staged|equal)_k(\d+)_c\d+_i\d+_b(\d+)\.onnx")
+NAME = re.compile(r"split_(staged|equal)_k(\d+)_c(\d+)_i\d+_b(\d+)\.onnx")
 
 
 def score(timings: Path, predictions: Path | None) -> str:
-    """Per block count, batch and level: the staged twin's extra time over the equal one, per staged Split, measured
-    (and predicted where ``predictions`` holds ``hase predict --json`` files)."""
+    """Per block count, channels, batch and level: the staged twin's extra time over the equal one, per staged Split,
+    measured (and predicted where ``predictions`` holds ``hase predict --json`` files)."""
     measured: dict[tuple, float] = {}
     for path in sorted(timings.glob("level-*.json")):
         for row in json.loads(path.read_text()):
             m = NAME.fullmatch(row["model"])
             if m and row.get("status") == "ok":
-                measured[(m[1], int(m[2]), int(m[3]), float(row["stress_level"]))] = float(row["mean_ms"])
+                measured[(m[1], int(m[2]), int(m[3]), int(m[4]), float(row["stress_level"]))] = float(row["mean_ms"])
     predicted: dict[tuple, float] = {}
     for path in sorted(predictions.glob("*.json")) if predictions else []:
         for row in json.loads(path.read_text())["predictions"]:
@@ -92,19 +92,20 @@ def score(timings: Path, predictions: Path | None) -> str:
             source = row["load_source"]
             level = 0.0 if source.startswith("idle") else float(re.search(r"level=([\d.]+)", source).group(1))
             if m:
-                predicted[(m[1], int(m[2]), int(m[3]), level)] = float(row["predicted_ms"])
+                predicted[(m[1], int(m[2]), int(m[3]), int(m[4]), level)] = float(row["predicted_ms"])
     lines = [
-        "| blocks | batch | stress | equal ms | staged ms | extra ms a staged Split | predicted extra a Split |",
-        "|---|---|---|---|---|---|---|",
+        "| blocks | channels | batch | stress | equal ms | staged ms | extra ms a staged Split | predicted extra |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for kind, k, b, level in sorted(key for key in measured if key[0] == "staged"):
-        twin = measured.get(("equal", k, b, level))
+    for kind, k, c, b, level in sorted(key for key in measured if key[0] == "staged"):
+        twin = measured.get(("equal", k, c, b, level))
         if twin is None:
             continue
-        staged = measured[(kind, k, b, level)]
-        p_staged, p_equal = predicted.get((kind, k, b, level)), predicted.get(("equal", k, b, level))
+        staged = measured[(kind, k, c, b, level)]
+        p_staged, p_equal = predicted.get((kind, k, c, b, level)), predicted.get(("equal", k, c, b, level))
         p_extra = f"{(p_staged - p_equal) / k:.3f}" if p_staged is not None and p_equal is not None else "-"
-        lines.append(f"| {k} | {b} | {level:.1f} | {twin:.3f} | {staged:.3f} | {(staged - twin) / k:.3f} | {p_extra} |")
+        extra = (staged - twin) / k
+        lines.append(f"| {k} | {c} | {b} | {level:.1f} | {twin:.3f} | {staged:.3f} | {extra:.3f} | {p_extra} |")
     return "\n".join(lines)
 
 
