@@ -47,9 +47,12 @@ def bundle_copy(trained: tuple[object, Predictor, Path], tmp_path: Path) -> Path
     return Path(shutil.copytree(trained[2], tmp_path / "cpu-test"))
 
 
-def _rewrite_document(folder: Path, **changes: object) -> None:
-    """Change bundle.json as a genuine export would have written it (checksum recomputed)."""
+def _rewrite_document(folder: Path, drop: tuple[str, ...] = (), **changes: object) -> None:
+    """Change bundle.json (``drop`` these keys, set ``changes``) as a genuine export would have written it (checksum
+    recomputed)."""
     document = json.loads((folder / BUNDLE_FILE).read_text())
+    for key in drop:
+        del document[key]
     document.update(changes)
     document["checksum"] = bundles._document_checksum(document)
     (folder / BUNDLE_FILE).write_text(json.dumps(document))
@@ -400,10 +403,7 @@ def test_auto_kernels_are_orts_only_for_a_cpu_bundle_of_this_machines_block(
     assert auto["kernel_source"] == "ort" and auto["predicted_ms"] == pytest.approx(ort["predicted_ms"], rel=1e-12)
     _rewrite_document(bundle_copy, nchwc_block=nchwc_block_size() + 8)
     assert answer()["kernel_source"] == "static"
-    document = json.loads((bundle_copy / BUNDLE_FILE).read_text())
-    del document["nchwc_block"]
-    document["checksum"] = bundles._document_checksum(document)
-    (bundle_copy / BUNDLE_FILE).write_text(json.dumps(document))
+    _rewrite_document(bundle_copy, drop=("nchwc_block",))
     assert answer()["kernel_source"] == "static"
     assert read_bundle(REPO / "results" / "bundles" / "h100").resolve_kernel_source("auto") == "static"
     with pytest.raises(SystemExit) as exit_info:
