@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import tempfile
 from pathlib import Path
 from typing import Literal
 
@@ -113,20 +114,28 @@ def make_session(
     return session
 
 
+def _probe_model(
+    node: onnx.NodeProto, inputs: dict[str, list[int]], outputs: dict[str, list[int]], *initializers: onnx.TensorProto
+) -> bytes:
+    """A serialized one-node float model (opset 17, an IR version ORT reads) for probing what ORT does here."""
+
+    def values(shapes: dict[str, list[int]]) -> list[onnx.ValueInfoProto]:
+        return [helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, shape) for name, shape in shapes.items()]
+
+    graph = helper.make_graph([node], "probe", values(inputs), values(outputs), list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = MAX_IR_VERSION
+    return model.SerializeToString()
+
+
 @functools.cache
 def cuda_is_usable() -> bool:
     """True when a session asking for the CUDA EP really gets it (a GPU, driver and libraries)."""
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         return False
-    node = helper.make_node("Relu", ["x"], ["y"])
-    tensor = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
-    out = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])
-    model = helper.make_model(
-        helper.make_graph([node], "probe", [tensor], [out]), opset_imports=[helper.make_opsetid("", 17)]
-    )
-    model.ir_version = MAX_IR_VERSION
+    model = _probe_model(helper.make_node("Relu", ["x"], ["y"]), {"x": [1]}, {"y": [1]})
     try:
-        make_session(model.SerializeToString(), "cuda")
+        make_session(model, "cuda")
     except (ExecutionProviderUnavailableError, ModelLoadError):
         return False
     return True
@@ -145,21 +154,14 @@ def nchwc_block_size() -> int:
     The CPU EP's kernels differ with it: a convolution whose output channels are not a multiple of the block is
     padded and followed by a ``ReorderOutput``, so two machines of different blocks run different kernel lists.
     """
-    import tempfile
-
     weight = helper.make_tensor(
         "w", onnx.TensorProto.FLOAT, [_NCHWC_PROBE_CHANNELS, 16, 3, 3], [0.01] * (_NCHWC_PROBE_CHANNELS * 16 * 9)
     )
     node = helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
-    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 16, 8, 8])
-    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, _NCHWC_PROBE_CHANNELS, 8, 8])
-    model = helper.make_model(
-        helper.make_graph([node], "nchwc_probe", [x], [y], [weight]), opset_imports=[helper.make_opsetid("", 17)]
-    )
-    model.ir_version = MAX_IR_VERSION
+    model = _probe_model(node, {"x": [1, 16, 8, 8]}, {"y": [1, _NCHWC_PROBE_CHANNELS, 8, 8]}, weight)
     with tempfile.TemporaryDirectory() as tmp:
         optimized = Path(tmp) / "probe.onnx"
-        make_session(model.SerializeToString(), "cpu", optimized_model_path=optimized)
+        make_session(model, "cpu", optimized_model_path=optimized)
         graph = onnx.load(str(optimized)).graph
     initializers = {t.name: list(t.dims) for t in graph.initializer}
     for n in graph.node:

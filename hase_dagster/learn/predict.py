@@ -62,7 +62,8 @@ class Sums:
     idle_kernel_ms: tuple[float, ...] = ()
     # How a co-tenant time-slices the device (GPUs); None where the EP does not time-slice (the CPU).
     time_slicing: TimeSlicing | None = None
-    # Kernels that stage their arguments in host memory before launch, in long Concats (:func:`host_staged_kernels`).
+    # Kernels that stage their arguments in host memory and wait for a co-tenant on their own: long Concats and
+    # staged Splits over a long axis (:func:`host_staged_kernels`).
     host_staged: float = 0.0
     # The idle time of kernels whose loaded times already hold the co-tenant's share (the families timed on the
     # host clock on a device-clocked EP: Composition.wait_included_families); no time-slicing wait is charged on it.
@@ -215,6 +216,12 @@ def _staged_split(lengths: list[int], innermost: bool = False) -> bool:
     return len(lengths) > HOST_STAGED_LIMIT or len(set(lengths)) > 1
 
 
+def _split_waits(lengths: list[int], innermost: bool, min_axis: int) -> bool:
+    """Whether a Split of these output lengths is staged (:func:`_staged_split`) over an axis longer than
+    ``min_axis``: the Splits (and fused Slice groups) that wait for a co-tenant."""
+    return sum(lengths) > min_axis and _staged_split(lengths, innermost)
+
+
 def _piece(source: TensorInfo, kernel: Kernel) -> tuple[int, int] | None:
     """(axis, length) of the piece a one-axis Slice, or a Gather of one index (the axis dropped), cuts from
     ``source``; None for anything else."""
@@ -251,8 +258,7 @@ def fused_slice_splits(kernels: list[Kernel], min_axis: int = 0) -> int:
             continue
         axis = axes.pop()
         lengths = [p[1] for p in pieces if p is not None]
-        whole = sum(lengths) == source.shape[axis]
-        if whole and sum(lengths) > min_axis and _staged_split(lengths, axis == len(source.shape) - 1):
+        if sum(lengths) == source.shape[axis] and _split_waits(lengths, axis == len(source.shape) - 1, min_axis):
             count += 1
     return count
 
@@ -271,8 +277,7 @@ def host_staged_kernels(kernels: list[Kernel]) -> float:
         if k.op_type == "Split" and k.outputs:
             lengths = _axis_lengths(k.outputs, axis)
             rank = len(k.outputs[0].shape or ())
-            staged = lengths is not None and _staged_split(lengths, axis in (-1, rank - 1))
-            splits += staged and lengths is not None and sum(lengths) > STAGED_SPLIT_MIN_AXIS
+            splits += lengths is not None and _split_waits(lengths, axis in (-1, rank - 1), STAGED_SPLIT_MIN_AXIS)
             continue
         if k.op_type != "Concat" or len(k.inputs) <= HOST_STAGED_LIMIT or not k.outputs:
             continue
