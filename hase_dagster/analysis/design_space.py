@@ -99,6 +99,14 @@ HEADS_MODES = ("talking", "axis_softmax")
 HEADS_COUNTS = (2, 4, 4, 6, 8, 12, 16)
 HEADS_DIMS = (16, 32, 48, 64)
 HEADS_RESOLUTIONS = (7, 14, 16, 28)
+# The ``branches`` space: branches summed over their own axis (ONNX ReduceSum), as ResNeSt's split attention (a
+# radix-2-4 grouped convolution seen as (batch, radix, channels, H, W), summed over the radix and weighted by a
+# Softmax over it), SKNet's selective kernels (two dilated paths stacked, then the same) and MobileViTv2's linear
+# attention (keys weighted by a Softmax over the tokens, summed over them) run them. On the H100 ResNeSt-14d's
+# radix sums read 280 GB/s (cuDNN's generic reduction), a sixth of a copy's bandwidth.
+BRANCH_MODES = ("split_attention", "split_attention", "selective_kernel", "linear_attention")
+BRANCH_RADIXES = (2, 2, 2, 3, 4)
+BRANCH_RESOLUTIONS = (7, 14, 28, 56)
 MAX_CELL_MACS = 3.0e9
 MAX_ACTIVATION_ELEMENTS = 2.0e6
 MAX_TOKENS = 784
@@ -186,6 +194,11 @@ class ProbeSpec:
     encoder runs over (the grid's first tokens, or all of them), ``se`` a class token put before them (one more),
     ``mode`` vision (the whole grid) or text (a drawn length), ``expand`` the MLP's ratio, ``residual`` norm first
     and ``depth`` the layers.
+    A ``branches`` cell: ``mode`` split_attention (a 3x3 convolution in ``heads`` (the radix) x ``groups`` groups to
+    ``heads`` x ``width`` channels, summed over the radix, a squeeze MLP whose Softmax over the radix weighs the
+    branches' sum), selective_kernel (``heads`` 3x3 paths of dilation 1, 2, .. stacked and weighed the same way) or
+    linear_attention (MobileViTv2's: a Softmax over the tokens of a 1x1 convolution's one channel weighs the keys,
+    summed over the tokens, gating the values).
     A ``heads`` cell: ``heads`` attention heads over the ``resolution``-squared tokens of a ``width``-wide map, ``mode``
     talking (the maps' heads mixed by a Linear with the heads innermost, before and after the Softmax) or
     axis_softmax (keys normalised over the token axis, then k^T v and q (k^T v)).
@@ -248,6 +261,11 @@ class ProbeSpec:
             return self.depth * (3 * r2 * self.width * self.width + products + 2 * r2 * r2 * self.heads**2)
         if self.cell == "movement":
             return out_r2 * 4 * self.width * self.out_width if self.stride == 2 else 0.0
+        if self.cell == "branches":  # the radix convolutions (selective kernel: one dense 3x3 a path), or qkv and out
+            if self.mode == "linear_attention":
+                return self.depth * r2 * self.width * 4 * self.width
+            per_group = self.width // (self.groups if self.mode == "split_attention" else 1)
+            return self.depth * self.heads * r2 * self.width * per_group * 9
         if self.cell == "upsample":  # the convolution after the 2x upsample (before it: pixel_shuffle's)
             return 4 * r2 * self.width * self.out_width * self.kernel**2
         if self.cell in ("bn_tokens", "hard_gate", "bn_post"):
@@ -284,6 +302,8 @@ class ProbeSpec:
             largest = max(t * self.width * self.expand, self.heads * t * t)
         if self.cell == "heads":
             largest = max(3 * self.resolution**2 * self.width, self.heads * self.resolution**4)
+        if self.cell == "branches":
+            largest = self.resolution**2 * self.width * (2 if self.mode == "linear_attention" else self.heads)
         if self.cell == "movement":
             largest = max(largest, (self.resolution + self.kernel) ** 2 * self.width)
         if self.cell == "windows":
@@ -640,6 +660,16 @@ def _draw_heads(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_branches(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    mode = str(rng.choice(BRANCH_MODES))
+    groups = int(rng.choice([1, 1, 2])) if mode == "split_attention" else 1
+    return ProbeSpec(
+        seed, "branches", int(rng.choice(BRANCH_RESOLUTIONS)), _log_width(rng, 32, 512) // 16 * 16 or 16,
+        _log_width(rng, 32, 512), heads=int(rng.choice(BRANCH_RADIXES)), groups=groups, mode=mode,
+        depth=int(rng.integers(1, 3)), residual=bool(rng.random() < 0.5),
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
@@ -659,7 +689,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             after a token-wise Linear or after an activation, PoolFormer's pool-minus-input, HardSigmoid gates) or
             ``resize`` (bicubic, bilinear and nearest resizes of 7-224 px maps and whole images to 0.5-4x their side)
             or ``heads`` (attention maps mixed over 2-16 heads with the heads innermost, or keys normalised over the
-            token axis: CaiT's and CoaT's layouts).
+            token axis: CaiT's and CoaT's layouts) or ``branches`` (branches summed over their own axis and weighed by
+            a Softmax over it: ResNeSt's split attention, SKNet's selective kernels, MobileViTv2's linear attention).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample (the space's own caps
@@ -675,6 +706,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "highres": _draw_highres, "windows": _draw_windows, "operators": _draw_operators,
         "recurrent": _draw_recurrent, "image_io": _draw_image_io, "tokens": _draw_tokens,
         "norms": _draw_norms, "resize": _draw_resize, "heads": _draw_heads,
+        "branches": _draw_branches,
     }.get(space)  # fmt: skip
     most_macs, largest = SPACE_CAPS.get(space, (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS))
     if draw_once is None:
@@ -961,6 +993,44 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
                 y = q @ (k.softmax(dim=2).transpose(-2, -1) @ v)
             return self.proj(y.transpose(1, 2).reshape(n, h * w, c)).transpose(1, 2).reshape(n, c, h, w)
 
+    class BranchesCell(nn.Module):
+        """A ``branches`` cell (ProbeSpec says how), ``width`` channels in and out."""
+
+        def __init__(self, width: int) -> None:
+            super().__init__()
+            radix, groups = spec.heads, spec.groups
+            if spec.mode == "linear_attention":
+                self.qkv = nn.Conv2d(width, 1 + 2 * width, 1)
+                self.out = nn.Conv2d(width, width, 1)
+                return
+            if spec.mode == "split_attention":
+                self.conv: nn.Module = conv_bn(width, width * radix, 3, 1, groups * radix, nn.ReLU)
+            else:
+                self.paths = nn.ModuleList(
+                    nn.Sequential(
+                        nn.Conv2d(width, width, 3, 1, d, d, bias=False), nn.BatchNorm2d(width), nn.ReLU()
+                    )
+                    for d in range(1, radix + 1)
+                )
+            hidden = max(32, width * radix // 4 // 8 * 8)
+            self.fc1 = nn.Sequential(nn.Conv2d(width, hidden, 1, groups=groups), nn.BatchNorm2d(hidden), nn.ReLU())
+            self.fc2 = nn.Conv2d(hidden, width * radix, 1, groups=groups)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            n, c, h, w = x.shape
+            radix, groups = spec.heads, spec.groups
+            if spec.mode == "linear_attention":  # MobileViTv2's, over the map's tokens
+                query, key, value = self.qkv(x).reshape(n, 1 + 2 * c, 1, h * w).split([1, c, c], dim=1)
+                context = (key * query.softmax(dim=-1)).sum(dim=-1, keepdim=True)
+                return self.out((nn.functional.relu(value) * context.expand_as(value)).reshape(n, c, h, w))
+            if spec.mode == "split_attention":
+                branches = self.conv(x).reshape(n, radix, c, h, w)
+            else:
+                branches = torch.stack([path(x) for path in self.paths], dim=1)
+            gap = branches.sum(dim=1).mean((2, 3), keepdim=True)
+            attn = self.fc2(self.fc1(gap)).view(n, groups, radix, -1).transpose(1, 2).softmax(dim=1)
+            return (branches * attn.reshape(n, radix, c, 1, 1)).sum(dim=1)
+
     def operator_cell(c_in: int, c_out: int, stride: int) -> nn.Module:
         """The body of an ``operators`` cell (draw_probe's ``_draw_operators`` says what each is)."""
         if spec.cell == "upsample":
@@ -1034,6 +1104,8 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
                 self.body = ResizeCell(c_in, c_out)
             elif spec.cell == "heads":
                 self.body = HeadsCell(c_in)
+            elif spec.cell == "branches":
+                self.body = BranchesCell(c_in)
             elif spec.cell in OPERATOR_CELLS:
                 self.body = operator_cell(c_in, c_out, stride)
             else:
@@ -1103,7 +1175,7 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             super().__init__()
             self.stem = nn.Conv2d(3, spec.width, spec.patch, spec.patch)
             cells = [Cell(spec.width, True)]
-            width = spec.width if spec.cell in ("convnext", "attention", "mlp") else spec.out_width
+            width = spec.width if spec.cell in ("convnext", "attention", "mlp", "branches") else spec.out_width
             cells += [Cell(width, False) for _ in range(spec.depth - 1)]
             self.cells = nn.Sequential(*cells)
             self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, num_classes))

@@ -89,6 +89,7 @@ ProbeSpace = Literal[
     "norms",
     "resize",
     "heads",
+    "branches",
 ]
 
 

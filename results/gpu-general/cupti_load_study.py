@@ -94,6 +94,8 @@ def trace_file(path: Path, ep: str, options, runs: int, warmup_s: float) -> dict
         "kernels_us_per_run": [[n, round(us / runs, 2)] for n, us in top],
         "gaps_over_between_per_run": {k: round(v / runs, 2) for k, v in sorted(around.items())},
         "gaps_over_before_per_run": [[n, round(c / runs, 2)] for n, c in before],
+        # The last run's GPU operations in launch order (name, microseconds), to line kernels up with a prediction's.
+        "last_run": [[e["name"][:100], round(float(e["dur"]), 2)] for e in gpu[len(gpu) - len(gpu) // runs :]],
     }
 
 
