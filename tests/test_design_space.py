@@ -577,6 +577,34 @@ def test_the_branches_space_sums_branches_over_their_own_axis_within_the_caps(tm
             assert all(ranks[n.input[0]] == 5 and ranks[n.output[0]] == 4 for n in sums)
 
 
+def test_the_reductions_space_reduces_over_any_axes_of_either_layout(tmp_path: Path) -> None:
+    """Every reduction op over channel, spatial and mixed axes of channels-first and channels-last maps, and
+    ConvNeXtV2's global response norm (an L2 norm over the spatial axes of a channels-last map): exported, each
+    Reduce node reduces the axes its mode names, of the layout it names."""
+    probes = [draw_probe(seed, "reductions") for seed in range(300)]
+    modes = {p.mode for p in probes}
+    assert "grn" in modes and {m.split("/")[0] for m in modes - {"grn"}} == {"sum", "mean", "l2", "max"}
+    assert {m.split("/")[1] for m in modes - {"grn"}} == {"first", "last"}
+    for mode, op, axes in (("grn", "ReduceL2", [1, 2]), ("l2/last/1-2", "ReduceL2", [1, 2]), ("max/first/1", "ReduceMax", [1])):
+        seed = next(s for s, p in enumerate(probes) if p.mode == mode)
+        model = ZooModel(name="r", kind="design_probe", seed=seed, probe_space="reductions")
+        exported = export_variant(ModelVariant(model, 224, 2), tmp_path / mode.replace("/", "_"), 17)
+        session = make_session(exported.path, "cpu")
+        (output,) = session.run(None, random_inputs(session))
+        assert output.shape == (2, 1000) and np.isfinite(output).all()
+        graph = onnx.load(exported.path).graph
+        values = {i.name: onnx.numpy_helper.to_array(i).reshape(-1) for i in graph.initializer}
+        values |= {
+            n.output[0]: onnx.numpy_helper.to_array(a.t).reshape(-1) for n in graph.node if n.op_type == "Constant"
+            for a in n.attribute if a.name == "value"
+        }  # fmt: skip
+        reduced = [
+            [int(a) for a in values[n.input[1]]] if len(n.input) > 1 else [a.ints for a in n.attribute if a.name == "axes"][0]
+            for n in graph.node if n.op_type == op
+        ]  # fmt: skip
+        assert reduced and all(r == axes for r in reduced)
+
+
 def test_a_probe_the_ep_cannot_run_is_left_out_and_the_others_analysed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

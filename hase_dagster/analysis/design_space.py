@@ -107,6 +107,17 @@ HEADS_RESOLUTIONS = (7, 14, 16, 28)
 BRANCH_MODES = ("split_attention", "split_attention", "selective_kernel", "linear_attention")
 BRANCH_RADIXES = (2, 2, 2, 3, 4)
 BRANCH_RESOLUTIONS = (7, 14, 28, 56)
+# The ``reductions`` space: a reduction (ReduceSum/Mean/L2/Max) over any axes of a channels-first or channels-last map,
+# its result gating the map, or ConvNeXtV2's global response norm (an L2 norm over the spatial axes of a channels-last
+# map, divided by its mean over the channels). ORT's CUDA EP runs reductions over the last axes in its own kernels and
+# any other axes in cuDNN's generic one, several times slower per byte (ResNeSt's radix sum: 280 GB/s on the H100).
+REDUCTION_OPS = ("sum", "mean", "l2", "max")
+# (layout, reduced axes of the 4-D map in that layout): CBAM's channel pool, global pools, a row or a column, token means
+REDUCTION_AXES = (
+    ("first", (1,)), ("first", (2, 3)), ("first", (2,)), ("first", (3,)), ("first", (1, 2, 3)),
+    ("last", (1, 2)), ("last", (3,)), ("last", (1,)), ("last", (2,)),
+)  # fmt: skip
+REDUCTION_RESOLUTIONS = (7, 14, 28, 56)
 MAX_CELL_MACS = 3.0e9
 MAX_ACTIVATION_ELEMENTS = 2.0e6
 MAX_TOKENS = 784
@@ -199,6 +210,9 @@ class ProbeSpec:
     branches' sum), selective_kernel (``heads`` 3x3 paths of dilation 1, 2, .. stacked and weighed the same way) or
     linear_attention (MobileViTv2's: a Softmax over the tokens of a 1x1 convolution's one channel weighs the keys,
     summed over the tokens, gating the values).
+    A ``reductions`` cell: ``mode`` ``grn`` (ConvNeXtV2's block: a 7x7 depthwise convolution, channels last, a Linear to
+    ``expand`` x the width, GELU, the global response norm, a Linear back) or ``OP/LAYOUT/AXES`` (a ReduceOP over AXES of
+    the map in LAYOUT, first (N, C, H, W) or last (N, H, W, C), kept as dims, its sigmoid gating the map).
     A ``heads`` cell: ``heads`` attention heads over the ``resolution``-squared tokens of a ``width``-wide map, ``mode``
     talking (the maps' heads mixed by a Linear with the heads innermost, before and after the Softmax) or
     axis_softmax (keys normalised over the token axis, then k^T v and q (k^T v)).
@@ -261,6 +275,8 @@ class ProbeSpec:
             return self.depth * (3 * r2 * self.width * self.width + products + 2 * r2 * r2 * self.heads**2)
         if self.cell == "movement":
             return out_r2 * 4 * self.width * self.out_width if self.stride == 2 else 0.0
+        if self.cell == "reductions":  # the grn block's Linears and depthwise convolution; a plain reduction none
+            return self.depth * r2 * self.width * (2 * self.expand * self.width + 49) if self.mode == "grn" else 0.0
         if self.cell == "branches":  # the radix convolutions (selective kernel: one dense 3x3 a path), or qkv and out
             if self.mode == "linear_attention":
                 return self.depth * r2 * self.width * 4 * self.width
@@ -302,6 +318,8 @@ class ProbeSpec:
             largest = max(t * self.width * self.expand, self.heads * t * t)
         if self.cell == "heads":
             largest = max(3 * self.resolution**2 * self.width, self.heads * self.resolution**4)
+        if self.cell == "reductions" and self.mode == "grn":
+            largest = self.resolution**2 * self.width * self.expand
         if self.cell == "branches":
             largest = self.resolution**2 * self.width * (2 if self.mode == "linear_attention" else self.heads)
         if self.cell == "movement":
@@ -670,6 +688,19 @@ def _draw_branches(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_reductions(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    if rng.random() < 0.35:
+        mode = "grn"
+    else:
+        layout, axes = REDUCTION_AXES[int(rng.integers(len(REDUCTION_AXES)))]
+        mode = f"{rng.choice(REDUCTION_OPS)}/{layout}/{'-'.join(str(a) for a in axes)}"
+    width = _log_width(rng, 32, 768)
+    return ProbeSpec(
+        seed, "reductions", int(rng.choice(REDUCTION_RESOLUTIONS)), width, width, expand=4, mode=mode,
+        depth=int(rng.integers(1, 3)), residual=True,
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
@@ -706,7 +737,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "highres": _draw_highres, "windows": _draw_windows, "operators": _draw_operators,
         "recurrent": _draw_recurrent, "image_io": _draw_image_io, "tokens": _draw_tokens,
         "norms": _draw_norms, "resize": _draw_resize, "heads": _draw_heads,
-        "branches": _draw_branches,
+        "branches": _draw_branches, "reductions": _draw_reductions,
     }.get(space)  # fmt: skip
     most_macs, largest = SPACE_CAPS.get(space, (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS))
     if draw_once is None:
@@ -1031,6 +1062,38 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             attn = self.fc2(self.fc1(gap)).view(n, groups, radix, -1).transpose(1, 2).softmax(dim=1)
             return (branches * attn.reshape(n, radix, c, 1, 1)).sum(dim=1)
 
+    class ReductionsCell(nn.Module):
+        """A ``reductions`` cell (ProbeSpec says how), ``width`` channels in and out."""
+
+        def __init__(self, width: int) -> None:
+            super().__init__()
+            if spec.mode == "grn":
+                self.dw = nn.Conv2d(width, width, 7, 1, 3, groups=width)
+                self.up = nn.Linear(width, spec.expand * width)
+                self.down = nn.Linear(spec.expand * width, width)
+                self.gamma = nn.Parameter(torch.full((spec.expand * width,), 0.1))
+                self.beta = nn.Parameter(torch.zeros(spec.expand * width))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if spec.mode == "grn":  # ConvNeXtV2's block, channels last
+                y = nn.functional.gelu(self.up(self.dw(x).permute(0, 2, 3, 1)))
+                gx = torch.norm(y, p=2, dim=(1, 2), keepdim=True)
+                y = self.gamma * (y * (gx / (gx.mean(dim=-1, keepdim=True) + 1e-6))) + self.beta + y
+                return self.down(y).permute(0, 3, 1, 2)
+            op, layout, axes_text = spec.mode.split("/")
+            axes = tuple(int(a) for a in axes_text.split("-"))
+            y = x.permute(0, 2, 3, 1) if layout == "last" else x
+            if op == "sum":
+                r = y.sum(dim=axes, keepdim=True)
+            elif op == "mean":
+                r = y.mean(dim=axes, keepdim=True)
+            elif op == "l2":
+                r = torch.norm(y, p=2, dim=axes, keepdim=True)
+            else:
+                r = y.amax(dim=axes, keepdim=True)
+            y = y * torch.sigmoid(r)
+            return y.permute(0, 3, 1, 2) if layout == "last" else y
+
     def operator_cell(c_in: int, c_out: int, stride: int) -> nn.Module:
         """The body of an ``operators`` cell (draw_probe's ``_draw_operators`` says what each is)."""
         if spec.cell == "upsample":
@@ -1106,6 +1169,8 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
                 self.body = HeadsCell(c_in)
             elif spec.cell == "branches":
                 self.body = BranchesCell(c_in)
+            elif spec.cell == "reductions":
+                self.body = ReductionsCell(c_in)
             elif spec.cell in OPERATOR_CELLS:
                 self.body = operator_cell(c_in, c_out, stride)
             else:
@@ -1175,7 +1240,7 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             super().__init__()
             self.stem = nn.Conv2d(3, spec.width, spec.patch, spec.patch)
             cells = [Cell(spec.width, True)]
-            width = spec.width if spec.cell in ("convnext", "attention", "mlp", "branches") else spec.out_width
+            width = spec.width if spec.cell in ("convnext", "attention", "mlp", "branches", "reductions") else spec.out_width
             cells += [Cell(width, False) for _ in range(spec.depth - 1)]
             self.cells = nn.Sequential(*cells)
             self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, num_classes))

@@ -90,6 +90,7 @@ ProbeSpace = Literal[
     "resize",
     "heads",
     "branches",
+    "reductions",
 ]
 
 
