@@ -605,6 +605,24 @@ def test_the_reductions_space_reduces_over_any_axes_of_either_layout(tmp_path: P
         assert reduced and all(r == axes for r in reduced)
 
 
+def test_the_narrow_convnext_space_normalises_rows_narrower_than_any_transformer(tmp_path: Path) -> None:
+    """ConvNeXt blocks 16-96 channels wide: their LayerNorm normalises channels-last rows of that width (the
+    transformer probes' rows are 64 or wider)."""
+    probes = [draw_probe(seed, "narrow_convnext") for seed in range(200)]
+    assert {p.cell for p in probes} == {"convnext"} and min(p.width for p in probes) == 16
+    assert all(16 <= p.width <= 96 and p.width % 8 == 0 for p in probes)
+    seed = next(s for s, p in enumerate(probes) if p.width < 64)
+    model = ZooModel(name="n", kind="design_probe", seed=seed, probe_space="narrow_convnext")
+    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
+    session = make_session(exported.path, "cpu")
+    (output,) = session.run(None, random_inputs(session))
+    assert output.shape == (2, 1000) and np.isfinite(output).all()
+    scales = [
+        list(i.dims) for i in onnx.load(exported.path).graph.initializer if "norm.weight" in i.name
+    ]  # fmt: skip
+    assert scales and all(dims == [probes[seed].width] for dims in scales)
+
+
 def test_a_probe_the_ep_cannot_run_is_left_out_and_the_others_analysed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -91,6 +91,7 @@ ProbeSpace = Literal[
     "heads",
     "branches",
     "reductions",
+    "narrow_convnext",
 ]
 
 
