@@ -562,13 +562,8 @@ def test_the_branches_space_sums_branches_over_their_own_axis_within_the_caps(tm
     for mode in ("split_attention", "selective_kernel", "linear_attention"):
         seed = next(s for s, p in enumerate(probes) if p.mode == mode)
         spec = probes[seed]
-        model = ZooModel(name="b", kind="design_probe", seed=seed, probe_space="branches")
-        exported = export_variant(ModelVariant(model, 224, 2), tmp_path / mode, 17)
-        session = make_session(exported.path, "cpu")
-        (output,) = session.run(None, random_inputs(session))
-        assert output.shape == (2, 1000) and np.isfinite(output).all()
-        inferred = onnx.shape_inference.infer_shapes(onnx.load(exported.path)).graph
-        ranks = {v.name: len(v.type.tensor_type.shape.dim) for v in inferred.value_info}
+        inferred, shapes = _probe_graph(seed, "branches", 2, tmp_path / mode)
+        ranks = {name: len(shape) for name, shape in shapes.items()}
         sums = [n for n in inferred.node if n.op_type == "ReduceSum"]
         assert len(sums) == (1 if mode == "linear_attention" else 2) * spec.depth
         if mode == "linear_attention":
@@ -585,23 +580,23 @@ def test_the_reductions_space_reduces_over_any_axes_of_either_layout(tmp_path: P
     modes = {p.mode for p in probes}
     assert "grn" in modes and {m.split("/")[0] for m in modes - {"grn"}} == {"sum", "mean", "l2", "max"}
     assert {m.split("/")[1] for m in modes - {"grn"}} == {"first", "last"}
-    for mode, op, axes in (("grn", "ReduceL2", [1, 2]), ("l2/last/1-2", "ReduceL2", [1, 2]), ("max/first/1", "ReduceMax", [1])):
+    cases = (("grn", "ReduceL2", [1, 2]), ("l2/last/1-2", "ReduceL2", [1, 2]), ("max/first/1", "ReduceMax", [1]))
+    for mode, op, axes in cases:
         seed = next(s for s, p in enumerate(probes) if p.mode == mode)
-        model = ZooModel(name="r", kind="design_probe", seed=seed, probe_space="reductions")
-        exported = export_variant(ModelVariant(model, 224, 2), tmp_path / mode.replace("/", "_"), 17)
-        session = make_session(exported.path, "cpu")
-        (output,) = session.run(None, random_inputs(session))
-        assert output.shape == (2, 1000) and np.isfinite(output).all()
-        graph = onnx.load(exported.path).graph
+        graph, _ = _probe_graph(seed, "reductions", 2, tmp_path / mode.replace("/", "_"))
         values = {i.name: onnx.numpy_helper.to_array(i).reshape(-1) for i in graph.initializer}
         values |= {
             n.output[0]: onnx.numpy_helper.to_array(a.t).reshape(-1) for n in graph.node if n.op_type == "Constant"
             for a in n.attribute if a.name == "value"
         }  # fmt: skip
+        # opset 17: ReduceSum takes its axes as an input, the other reductions as an attribute
         reduced = [
-            [int(a) for a in values[n.input[1]]] if len(n.input) > 1 else [a.ints for a in n.attribute if a.name == "axes"][0]
-            for n in graph.node if n.op_type == op
-        ]  # fmt: skip
+            [int(a) for a in values[n.input[1]]]
+            if len(n.input) > 1
+            else [list(a.ints) for a in n.attribute if a.name == "axes"][0]
+            for n in graph.node
+            if n.op_type == op
+        ]
         assert reduced and all(r == axes for r in reduced)
 
 
@@ -612,14 +607,8 @@ def test_the_narrow_convnext_space_normalises_rows_narrower_than_any_transformer
     assert {p.cell for p in probes} == {"convnext"} and min(p.width for p in probes) == 16
     assert all(16 <= p.width <= 96 and p.width % 8 == 0 for p in probes)
     seed = next(s for s, p in enumerate(probes) if p.width < 64)
-    model = ZooModel(name="n", kind="design_probe", seed=seed, probe_space="narrow_convnext")
-    exported = export_variant(ModelVariant(model, 224, 2), tmp_path, 17)
-    session = make_session(exported.path, "cpu")
-    (output,) = session.run(None, random_inputs(session))
-    assert output.shape == (2, 1000) and np.isfinite(output).all()
-    scales = [
-        list(i.dims) for i in onnx.load(exported.path).graph.initializer if "norm.weight" in i.name
-    ]  # fmt: skip
+    graph, _ = _probe_graph(seed, "narrow_convnext", 2, tmp_path)
+    scales = [list(i.dims) for i in graph.initializer if "norm.weight" in i.name]
     assert scales and all(dims == [probes[seed].width] for dims in scales)
 
 

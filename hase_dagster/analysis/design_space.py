@@ -112,7 +112,7 @@ BRANCH_RESOLUTIONS = (7, 14, 28, 56)
 # map, divided by its mean over the channels). ORT's CUDA EP runs reductions over the last axes in its own kernels and
 # any other axes in cuDNN's generic one, several times slower per byte (ResNeSt's radix sum: 280 GB/s on the H100).
 REDUCTION_OPS = ("sum", "mean", "l2", "max")
-# (layout, reduced axes of the 4-D map in that layout): CBAM's channel pool, global pools, a row or a column, token means
+# (layout, reduced axes of the 4-D map in that layout): CBAM's channel pool, global pools, a row or a column
 REDUCTION_AXES = (
     ("first", (1,)), ("first", (2, 3)), ("first", (2,)), ("first", (3,)), ("first", (1, 2, 3)),
     ("last", (1, 2)), ("last", (3,)), ("last", (1,)), ("last", (2,)),
@@ -216,9 +216,9 @@ class ProbeSpec:
     branches' sum), selective_kernel (``heads`` 3x3 paths of dilation 1, 2, .. stacked and weighed the same way) or
     linear_attention (MobileViTv2's: a Softmax over the tokens of a 1x1 convolution's one channel weighs the keys,
     summed over the tokens, gating the values).
-    A ``reductions`` cell: ``mode`` ``grn`` (ConvNeXtV2's block: a 7x7 depthwise convolution, channels last, a Linear to
-    ``expand`` x the width, GELU, the global response norm, a Linear back) or ``OP/LAYOUT/AXES`` (a ReduceOP over AXES of
-    the map in LAYOUT, first (N, C, H, W) or last (N, H, W, C), kept as dims, its sigmoid gating the map).
+    A ``reductions`` cell: ``mode`` ``grn`` (ConvNeXtV2's block: a 7x7 depthwise convolution, channels last, a Linear
+    to ``expand`` x the width, GELU, the global response norm, a Linear back) or ``OP/LAYOUT/AXES`` (a ReduceOP over
+    AXES of the map in LAYOUT, first (N, C, H, W) or last (N, H, W, C), kept as dims, its sigmoid gating the map).
     A ``heads`` cell: ``heads`` attention heads over the ``resolution``-squared tokens of a ``width``-wide map, ``mode``
     talking (the maps' heads mixed by a Linear with the heads innermost, before and after the Softmax) or
     axis_softmax (keys normalised over the token axis, then k^T v and q (k^T v)).
@@ -1052,9 +1052,7 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
                 self.conv: nn.Module = conv_bn(width, width * radix, 3, 1, groups * radix, nn.ReLU)
             else:
                 self.paths = nn.ModuleList(
-                    nn.Sequential(
-                        nn.Conv2d(width, width, 3, 1, d, d, bias=False), nn.BatchNorm2d(width), nn.ReLU()
-                    )
+                    nn.Sequential(nn.Conv2d(width, width, 3, 1, d, d, bias=False), nn.BatchNorm2d(width), nn.ReLU())
                     for d in range(1, radix + 1)
                 )
             hidden = max(32, width * radix // 4 // 8 * 8)
@@ -1254,7 +1252,8 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             super().__init__()
             self.stem = nn.Conv2d(3, spec.width, spec.patch, spec.patch)
             cells = [Cell(spec.width, True)]
-            width = spec.width if spec.cell in ("convnext", "attention", "mlp", "branches", "reductions") else spec.out_width
+            keeps_width = spec.cell in ("convnext", "attention", "mlp", "branches", "reductions")
+            width = spec.width if keeps_width else spec.out_width
             cells += [Cell(width, False) for _ in range(spec.depth - 1)]
             self.cells = nn.Sequential(*cells)
             self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, num_classes))
