@@ -36,8 +36,8 @@ def case_model(c_in: int, c_out: int, groups: int, consumer: str) -> onnx.ModelP
     if c_in % groups or c_out % groups or (consumer == "Add" and c_in != c_out):
         return None
     rng = np.random.default_rng(0)
-    weight = helper.make_tensor("w", onnx.TensorProto.FLOAT, [c_out, c_in // groups, 3, 3],
-                                rng.standard_normal(c_out * c_in // groups * 9).astype(np.float32).tolist())  # fmt: skip
+    values = rng.standard_normal(c_out * c_in // groups * 9).astype(np.float32).tolist()
+    weight = helper.make_tensor("w", onnx.TensorProto.FLOAT, [c_out, c_in // groups, 3, 3], values)
     bias = helper.make_tensor("b", onnx.TensorProto.FLOAT, [c_out], [0.1] * c_out)
     nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1], group=groups)]
     out_channels, out_side = c_out, SIDE
@@ -80,7 +80,8 @@ def describe(model: onnx.ModelProto) -> dict[str, str]:
         attrs = {a.name: helper.get_attribute_value(a) for a in n.attribute}
         if n.op_type == "Conv" and n.domain == "com.microsoft.nchwc":
             w = dims.get(n.input[1], ["?"])
-            conv = f"NCHWc out {w[0]} in {w[1]}" + (f" act {attrs['activation'].decode()}" if "activation" in attrs else "")
+            activation = f" act {attrs['activation'].decode()}" if "activation" in attrs else ""
+            conv = f"NCHWc out {w[0]} in {w[1]}{activation}"
             ops.append("NchwcConv")
         elif n.op_type in ("ReorderInput", "ReorderOutput"):
             ops.append(f"{n.op_type}({attrs.get('channels', '')})")
