@@ -53,6 +53,13 @@ of 32 or 64 channels, an MLP of 2-4x and one or two layers: the ``cells`` space'
 maps of 49, 196 or 784 tokens, and the tables' large matrix products came from two sequence lengths (128 and 384)
 of one width, so the trees had nothing between batch x tokens of 8,192 and 24,576 rows (ViT-B/16 at batch 64,
 12,608 rows, ran its MLP's matrix products 20-36% faster on the H100 than predicted).
+``branches`` draws branches summed over their own axis and weighed by a Softmax over it (ResNeSt's split attention,
+SKNet's selective kernels, MobileViTv2's linear attention): no table had a ReduceSum, and ResNeSt-14d's radix sums,
+a quarter of its GPU time, were predicted at a sixth of it. ``reductions`` draws ReduceSum/Mean/L2/Max over any axes
+of channels-first and channels-last maps, and ConvNeXtV2's global response norm: ORT's CUDA EP reduces anything but
+the last axes in cuDNN's generic kernel. ``narrow_convnext`` draws ConvNeXt blocks 16-96 channels wide, whose
+LayerNorms run over rows shorter than any transformer's (results/gpu-general/README.md, "Branch sums" and
+"Reductions over any axes").
 
 Probes are training samples, not architectures a user runs: their family (``design_space``) is
 always trained on and never a test case (``learn.evaluation``). :func:`draw_probe` is plain data
