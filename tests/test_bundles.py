@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 
-from hase_dagster.analysis.catalog import kernel_from_dict
+from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
 from hase_dagster.analysis.fusion_rules import FusionRules
 from hase_dagster.analysis.static_detect import detect_in_model
 from hase_dagster.core.errors import HaseError
@@ -409,3 +409,80 @@ def test_auto_kernels_are_orts_only_for_a_cpu_bundle_of_this_machines_block(
     with pytest.raises(SystemExit) as exit_info:
         main([*args, "--kernels", "fastest"])
     assert exit_info.value.code == 2 and "invalid choice: 'fastest'" in capsys.readouterr().err
+
+
+def _conv_kernel(c_in: int, c_out: int, group: int = 1) -> Kernel:
+    from hase_dagster.analysis.graph import TensorInfo
+
+    return Kernel(
+        variant_id="v", ep="cpu", order=0, node_name=f"conv{c_in}_{c_out}_{group}", family="Conv", op_type="Conv",
+        domain="", absorbed_ops=["c"], absorbed_op_types=["Conv"], attributes={"group": group},
+        inputs=[TensorInfo("x", "float", (1, c_in, 14, 14)), TensorInfo("w", "float", (c_out, c_in // group, 3, 3)),
+                TensorInfo("b", "float", (c_out,))],
+        outputs=[TensorInfo("y", "float", (1, c_out, 14, 14))], weight_names=["w", "b"], flops=1,
+    )  # fmt: skip
+
+
+def test_nchwc_padding_pads_convolutions_to_the_block_as_ort_does() -> None:
+    """Output channels up to the block; input channels too for a group-1 convolution of at least the block's input
+    channels and for a depthwise one; fewer input channels stay as read; grouped convolutions and block 0 untouched."""
+    from hase_dagster.analysis.static_detect import nchwc_padded
+
+    narrow, wide, depthwise, grouped = (
+        _conv_kernel(4, 12),
+        _conv_kernel(12, 20),
+        _conv_kernel(12, 12, 12),
+        _conv_kernel(16, 16, 2),
+    )
+    padded = nchwc_padded([narrow, wide, depthwise, grouped], 8)
+    shapes = [[t.shape for t in (k.inputs[0], k.inputs[1], k.inputs[2], k.outputs[0])] for k in padded]
+    assert shapes[0] == [(1, 4, 14, 14), (16, 4, 3, 3), (16,), (1, 16, 14, 14)]
+    assert shapes[1] == [(1, 16, 14, 14), (24, 16, 3, 3), (24,), (1, 24, 14, 14)]
+    assert shapes[2] == [(1, 16, 14, 14), (16, 1, 3, 3), (16,), (1, 16, 14, 14)] and padded[2].attributes["group"] == 16
+    assert padded[3] is grouped and padded[0].flops > 1 and padded[1].input_bytes > wide.input_bytes
+    untouched = _conv_kernel(4, 12)
+    assert nchwc_padded([untouched], 0)[0] is untouched
+
+
+def test_static_cpu_convolutions_match_this_machines_ort_where_the_block_is_the_bundles(tmp_path: Path) -> None:
+    """The shipped cpu bundle's static detection gives a network of 3, 8, 12 and 24 channels (plain, depthwise and
+    wide convolutions) the convolution shapes this machine's ORT runs, padding included, where this machine's ORT
+    blocks NCHWc as the bundle's CPU did (before the padding pass static detection kept 8, 12 and 24)."""
+    from onnx import helper
+
+    from hase_dagster.core.ort_runtime import MAX_IR_VERSION, nchwc_block_size
+
+    bundle = read_bundle(REPO / "results" / "bundles" / "cpu")
+    if nchwc_block_size() != bundle.document["nchwc_block"]:
+        pytest.skip("this machine's ORT blocks NCHWc otherwise than the bundle's CPU")
+    rng = np.random.default_rng(0)
+
+    def weight(name: str, *shape: int) -> onnx.TensorProto:
+        return helper.make_tensor(
+            name, onnx.TensorProto.FLOAT, shape, rng.standard_normal(int(np.prod(shape))).tolist()
+        )
+
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["a"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a"], ["b"]),
+        helper.make_node("Conv", ["b", "w2"], ["c"], pads=[1, 1, 1, 1], group=8),
+        helper.make_node("Conv", ["c", "w3"], ["d"], pads=[1, 1, 1, 1]),
+        helper.make_node("Conv", ["d", "w4"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "pads", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 28, 28])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 24, 28, 28])],
+        [weight("w1", 8, 3, 3, 3), weight("w2", 8, 1, 3, 3), weight("w3", 12, 8, 3, 3), weight("w4", 24, 12, 1, 1)],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = MAX_IR_VERSION
+    path = tmp_path / "pads_b1.onnx"
+    onnx.save(model, str(path))
+
+    def conv_shapes(kernels: list[Kernel]) -> list[tuple[tuple[int, ...], ...]]:
+        convs = [k for k in kernels if k.op_type in ("Conv", "FusedConv") and len(k.inputs) > 1]
+        return sorted(tuple(t.shape for t in (k.inputs[0], k.inputs[1], k.outputs[0])) for k in convs)
+
+    static, _ = bundle.kernels(path, 1)
+    assert conv_shapes(static) == conv_shapes(bundle._ort_kernels(path, 1, None))
+    assert any(shape[2][1] == 16 for shape in conv_shapes(static))  # 8 and 12 channels run padded to 16

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.precision import detect_precision
+from hase_dagster.analysis.static_detect import nchwc_padded
 from hase_dagster.core.documents import load_versioned_json
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
@@ -173,10 +174,11 @@ class Bundle:
     def resolve_kernel_source(self, requested: str) -> str:
         """The kernel source a prediction takes for ``requested`` (one of :data:`KERNEL_SOURCES`): ``auto`` is
         ``ort`` for a CPU bundle whose NCHWc block (``bundle.json``'s ``nchwc_block``) this machine's ORT blocks
-        by too, else ``static``. The CPU's fusion rules do not derive the reorders ORT puts after convolutions
-        whose channels are not a multiple of the block, nor which convolutions it converts; where this machine's
-        ORT converts them as the bundle's device did, its own kernels are the device's (the random networks of
-        set W: 15.5% MAPE with static detection, 8.8% with ORT's kernels: results/cpu-general/cpu-setW/README.md).
+        by too, else ``static``. Static detection pads a CPU bundle's convolutions to its block
+        (:func:`~hase_dagster.analysis.static_detect.nchwc_padded`) but does not derive the reorders ORT puts after
+        convolutions whose channels are not a multiple of it; where this machine's ORT converts them as the bundle's
+        device did, its own kernels are the device's (the random networks of set W: 15.5% MAPE with static
+        detection before the padding, 13.0% with it, 8.8% with ORT's kernels: results/cpu-general/nchwc-rules).
         A CUDA bundle, or a CPU bundle exported before the block was recorded, stays on static detection.
 
         Raises:
@@ -230,7 +232,10 @@ class Bundle:
         if key not in self._kernel_cache:
             model = self._model(path)
             detection = model.detect(self.structure_of(model), batch_size, self.rules)
-            self._kernel_cache[key] = (detection.kernels, dict(detection.coverage))
+            kernels = detection.kernels
+            if self.ep == "cpu":  # the convolutions' NCHWc padding on the bundle's CPU (0 or absent: as detected)
+                kernels = nchwc_padded(kernels, int(self.document.get("nchwc_block") or 0))
+            self._kernel_cache[key] = (kernels, dict(detection.coverage))
         return self._kernel_cache[key]
 
     def _ort_kernels(self, path: Path, batch_size: int, data: DataPaths | None) -> list[Kernel]:
