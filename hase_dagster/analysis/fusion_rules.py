@@ -249,7 +249,7 @@ def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool
                             ref in refs
                             and -len(refs[ref].shape) <= dd < len(refs[ref].shape)
                             and d < len(t.shape)
-                            and _round_up(refs[ref].shape[dd], multiple) == t.shape[d]
+                            and round_up(refs[ref].shape[dd], multiple) == t.shape[d]
                             for refs, t, _ in samples
                         ):
                             chosen = ["ceil", ref, dd, multiple]
@@ -273,7 +273,8 @@ def _tensor_template(samples: list[tuple[dict[str, TensorInfo], TensorInfo, bool
     }
 
 
-def _round_up(value: int, multiple: int) -> int:
+def round_up(value: int, multiple: int) -> int:
+    """``value`` rounded up to a multiple of ``multiple`` (NCHWc pads channels to its block so)."""
     return -(-value // multiple) * multiple
 
 
@@ -330,7 +331,7 @@ def render_tensor(template: dict[str, Any], refs: dict[str, TensorInfo]) -> Tens
             and entry[1] in refs
             and -len(refs[entry[1]].shape) <= entry[2] < len(refs[entry[1]].shape)
         ):
-            dims.append(_round_up(refs[entry[1]].shape[entry[2]], entry[3]))
+            dims.append(round_up(refs[entry[1]].shape[entry[2]], entry[3]))
         else:
             dims.append(entry[1] if entry[0] == "lit" else -1)
     name_source = template["name"]

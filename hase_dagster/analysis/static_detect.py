@@ -29,6 +29,7 @@ from hase_dagster.analysis.fusion_rules import (
     qualified,
     render_attributes,
     render_tensor,
+    round_up,
 )
 from hase_dagster.analysis.graph import TensorInfo
 from hase_dagster.analysis.pattern_graph import GraphStructure, GraphView, Matcher, prepare
@@ -386,8 +387,8 @@ def nchwc_padded(kernels: list[Kernel], block: int) -> list[Kernel]:
         depthwise = group > 1 and w.shape[1] == 1 and c_out == group == c_in
         if group > 1 and not depthwise:
             continue
-        out_padded = -(-c_out // block) * block
-        in_padded = out_padded if depthwise else (c_in if c_in < block else -(-c_in // block) * block)
+        out_padded = round_up(c_out, block)
+        in_padded = out_padded if depthwise else (c_in if c_in < block else round_up(c_in, block))
         if out_padded == c_out and in_padded == c_in:
             continue
         attributes = dict(kernel.attributes) | ({"group": out_padded} if depthwise else {})

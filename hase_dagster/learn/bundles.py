@@ -188,12 +188,18 @@ class Bundle:
             raise HaseError(f"kernel source {requested!r} is not one of {', '.join(KERNEL_SOURCES)}")
         if requested != "auto":
             return requested
-        block = self.document.get("nchwc_block")
-        if self.ep != "cpu" or not isinstance(block, int):
+        if self.nchwc_block is None:
             return "static"
         from hase_dagster.core.ort_runtime import nchwc_block_size
 
-        return "ort" if nchwc_block_size() == block else "static"
+        return "ort" if nchwc_block_size() == self.nchwc_block else "static"
+
+    @property
+    def nchwc_block(self) -> int | None:
+        """The NCHWc block of a CPU bundle's device (``bundle.json``'s ``nchwc_block``); None for a CUDA bundle or
+        one exported before the block was recorded."""
+        block = self.document.get("nchwc_block")
+        return block if self.ep == "cpu" and isinstance(block, int) else None
 
     def load_for(self, spec: str, prometheus_url: str | None = None) -> tuple[dict[str, float], str]:
         """The load of one ``--load`` value: ``idle`` and ``level=X`` from the bundle's load table
@@ -232,9 +238,8 @@ class Bundle:
         if key not in self._kernel_cache:
             model = self._model(path)
             detection = model.detect(self.structure_of(model), batch_size, self.rules)
-            kernels = detection.kernels
-            if self.ep == "cpu":  # the convolutions' NCHWc padding on the bundle's CPU (0 or absent: as detected)
-                kernels = nchwc_padded(kernels, int(self.document.get("nchwc_block") or 0))
+            # A CPU bundle's convolutions padded to its device's NCHWc block (none recorded: as detected).
+            kernels = nchwc_padded(detection.kernels, self.nchwc_block or 0)
             self._kernel_cache[key] = (kernels, dict(detection.coverage))
         return self._kernel_cache[key]
 
