@@ -694,6 +694,7 @@ def _draw_heads(rng: np.random.Generator, seed: int) -> ProbeSpec:
 def _draw_branches(rng: np.random.Generator, seed: int) -> ProbeSpec:
     mode = str(rng.choice(BRANCH_MODES))
     groups = int(rng.choice([1, 1, 2])) if mode == "split_attention" else 1
+    # The cell keeps its width; out_width is drawn all the same, as the timed probes' seeds were.
     return ProbeSpec(
         seed, "branches", int(rng.choice(BRANCH_RESOLUTIONS)), _log_width(rng, 32, 512) // 16 * 16 or 16,
         _log_width(rng, 32, 512), heads=int(rng.choice(BRANCH_RADIXES)), groups=groups, mode=mode,
