@@ -72,14 +72,31 @@ def variants(profile: Profile, batch_size: int) -> list[ModelVariant]:
         raise HaseError(f"batch size must be a positive integer, got {batch_size}")
     out: list[ModelVariant] = []
     for model in profile.models:
-        sizes = profile.sequence_lengths if model.kind == "transformer_encoder" else profile.input_sizes
-        out.extend(ModelVariant(model, size, batch_size) for size in sizes)
+        out.extend(ModelVariant(model, size, batch_size) for size in _sizes(model, profile, batch_size))
     for model in profile.models:
-        sizes = profile.sequence_lengths if model.kind == "transformer_encoder" else profile.input_sizes
+        sizes = _sizes(model, profile, batch_size)
         for precision in model.precisions_at(batch_size):
             if precision != "fp32":
                 out.extend(ModelVariant(model, size, batch_size, precision) for size in sizes)
     return out
+
+
+def _sizes(model: ZooModel, profile: Profile, batch_size: int) -> list[int]:
+    """The input sizes (sequence lengths for transformers) ``model`` is exported at: the profile's, except for an
+    onnx_file whose path does not name ``{input_size}``, which has one file and is exported at its own size (its
+    first input's last dimension, or the profile's first size when that is symbolic)."""
+    if model.kind == "transformer_encoder":
+        return profile.sequence_lengths
+    if model.kind != "onnx_file" or "{input_size}" in (model.path or ""):
+        return profile.input_sizes
+    from hase_dagster.core.onnx_structure import load_structure
+
+    path = model.file_for(batch_size, profile.input_sizes[0])
+    if not path.exists():
+        raise HaseError(f"no such ONNX file: {path} (model {model.name!r})")
+    inputs = load_structure(path).graph.input
+    dims = inputs[0].type.tensor_type.shape.dim if inputs else []
+    return [dims[-1].dim_value] if dims and dims[-1].dim_value > 0 else profile.input_sizes[:1]
 
 
 def build_torch_model(model: ZooModel):  # -> torch.nn.Module (torch imported lazily: it is slow)
@@ -151,6 +168,14 @@ def export_variant(
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"{variant.variant_id}.onnx"
     partial = path.with_suffix(".onnx.partial")
+    if variant.model.kind == "onnx_file":
+        copy_onnx_file(variant, partial)
+        try:
+            inputs, outputs = validate_onnx(partial, ep)
+        except Exception:
+            partial.unlink(missing_ok=True)
+            raise
+        return _exported(variant, partial, path, opset_of(partial), inputs, outputs)
     # Tracing runs the model once: on the GPU profile the GPU traces (a batch-128 encoder at 384
     # tokens is ~10 TFLOP, tens of seconds on the host's CPU). The graph does not depend on it.
     device = "cuda" if ep == "cuda" and torch.cuda.is_available() else "cpu"
@@ -169,6 +194,31 @@ def export_variant(
         partial.unlink(missing_ok=True)
         raise
     return _exported(variant, partial, path, opset, inputs, outputs)
+
+
+def copy_onnx_file(variant: ModelVariant, partial: Path) -> None:
+    """Write an onnx_file model's file (``ZooModel.file_for``) to ``partial`` at the variant's batch size.
+
+    Args:
+        variant: an ``onnx_file`` model's variant.
+        partial: where the copy goes.
+
+    Raises:
+        HaseError: the file is missing or not ONNX, or its batch is fixed to another size.
+    """
+    from hase_dagster.core.onnx_structure import set_batch_size
+    from hase_dagster.core.ort_runtime import load_onnx
+
+    source = variant.model.file_for(variant.batch_size, variant.input_size)
+    model = load_onnx(source)
+    set_batch_size(model, variant.batch_size, f"{variant.model.name} ({source})")
+    onnx.save(model, str(partial))
+
+
+def opset_of(path: Path) -> int:
+    """The default-domain opset an ONNX file imports (0 when it names none)."""
+    model = onnx.load(str(path), load_external_data=False)
+    return max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
 
 
 @dataclass(frozen=True)
@@ -241,8 +291,7 @@ def export_precision_variant(
     except Exception:
         partial.unlink(missing_ok=True)
         raise
-    opset = max((o.version for o in onnx.load(str(partial)).opset_import if o.domain in ("", "ai.onnx")), default=0)
-    return _exported(variant, partial, path, opset, inputs, outputs, agreement)
+    return _exported(variant, partial, path, opset_of(partial), inputs, outputs, agreement)
 
 
 def trace_to_onnx(module, example, path: Path, opset: int, dynamic_batch: bool = False) -> None:

@@ -97,11 +97,11 @@ ProbeSpace = Literal[
 
 class ZooModel(_Strict):
     """One model of the zoo: a torchvision classifier by name, a transformer encoder, a random
-    NAS-style network drawn from a seed (``analysis.random_nets``), or a design-space probe drawn
-    from a seed (``analysis.design_space``)."""
+    NAS-style network drawn from a seed (``analysis.random_nets``), a design-space probe drawn
+    from a seed (``analysis.design_space``), or a user's own ONNX file (``onnx_file``, at ``path``)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_]+$")
-    kind: Literal["torchvision", "transformer_encoder", "random_nas", "design_probe"] = "torchvision"
+    kind: Literal["torchvision", "transformer_encoder", "random_nas", "design_probe", "onnx_file"] = "torchvision"
     # Transformer encoder shape (BERT-base by default); ignored for other kinds.
     d_model: PositiveInt = 768
     nhead: PositiveInt = 12
@@ -112,6 +112,10 @@ class ZooModel(_Strict):
     # The design_probe's space (analysis.design_space.draw_probe): every cell type, grouped convolutions by
     # channels per group, or depthwise convolutions.
     probe_space: ProbeSpace = "cells"
+    # The onnx_file's path (relative to the working directory); ``{batch_size}`` and ``{input_size}`` in it name
+    # one file per batch size and input size, else the file's batch dimension must be symbolic (it is set to each
+    # batch size of the profile) or fixed to the one batch size asked.
+    path: str | None = None
     # Never trained on: only measured as a whole model (its kernels at idle, for the load-blind
     # baseline), so the evaluation reports how Hase does on an architecture it never saw.
     held_out: bool = False
@@ -126,6 +130,12 @@ class ZooModel(_Strict):
     @property
     def family_name(self) -> str:
         return self.family or infer_family(self.name, self.kind)
+
+    def file_for(self, batch_size: int, input_size: int) -> Path:
+        """An onnx_file's file at ``batch_size`` and ``input_size`` (its ``path`` with them filled in)."""
+        if self.path is None:
+            raise ValueError(f"{self.name!r} is a {self.kind}, not an onnx_file")
+        return Path(self.path.format(batch_size=batch_size, input_size=input_size))
 
     def precisions_at(self, batch_size: int) -> list[Precision]:
         """The precisions of this model exported at ``batch_size``: fp32 always, the others where
@@ -150,6 +160,15 @@ class ZooModel(_Strict):
             raise ValueError("a design_probe is a training sample, never a test case: it cannot be held_out")
         if self.probe_space != "cells" and self.kind != "design_probe":
             raise ValueError(f"probe_space is a design_probe's option; {self.name!r} is a {self.kind}")
+        if (self.path is None) != (self.kind != "onnx_file"):
+            raise ValueError(f"path is an onnx_file's option, and one it needs; {self.name!r} is a {self.kind}")
+        if self.path is not None:
+            try:
+                self.file_for(1, 1)
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(
+                    f"path {self.path!r} may name only {{batch_size}} and {{input_size}}: {exc!r}"
+                ) from None
         return self
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import onnx
 
-from hase_dagster.core.errors import ModelLoadError
+from hase_dagster.core.errors import HaseError, ModelLoadError
 
 # Initializers up to this many elements keep their values: every value the analysis reads
 # (shape-inference constants up to 64 elements, integer tensors hashed into the analysis cache key
@@ -205,3 +205,35 @@ def graph_structure_digest(model: onnx.ModelProto) -> str:
         if elements <= limit:
             digest.update(tensor.SerializeToString())
     return digest.hexdigest()
+
+
+def batch_size_of(model: onnx.ModelProto) -> int | None:
+    """The static batch size of the first input, or None when it is symbolic."""
+    dims = model.graph.input[0].type.tensor_type.shape.dim if model.graph.input else []
+    return dims[0].dim_value if dims and dims[0].dim_value > 0 else None
+
+
+def set_batch_size(model: onnx.ModelProto, batch_size: int, name: str) -> bool:
+    """Set ``model``'s symbolic batch dimensions (the first of each input) to ``batch_size``, in place.
+
+    Args:
+        model: the loaded model.
+        batch_size: the batch size wanted.
+        name: the model's name for the error.
+
+    Returns:
+        True when the model was changed, False when its batch already was ``batch_size``.
+
+    Raises:
+        HaseError: its batch is fixed to another number.
+    """
+    current = batch_size_of(model)
+    if current == batch_size:
+        return False
+    if current is not None:
+        raise HaseError(f"{name} has a fixed batch size of {current}, not {batch_size}; export it with a dynamic batch")
+    for graph_input in model.graph.input:
+        dims = graph_input.type.tensor_type.shape.dim
+        if dims and not dims[0].dim_value:
+            dims[0].dim_value = batch_size
+    return True

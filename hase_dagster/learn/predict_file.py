@@ -15,6 +15,7 @@ import onnx
 
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.core.errors import HaseError
+from hase_dagster.core.onnx_structure import batch_size_of, set_batch_size
 from hase_dagster.learn.predict import predict_model
 from hase_dagster.learn.regressor import mape, within
 from hase_dagster.learn.training import Predictor, load_at_level, predictor_path
@@ -78,29 +79,14 @@ def resolve_load(
     return PrometheusClient(url=prometheus_url).current_load(load_fields), f"prometheus at {prometheus_url}"
 
 
-def batch_size_of(model: onnx.ModelProto) -> int | None:
-    """The static batch size of the first input, or None when it is symbolic."""
-    dims = model.graph.input[0].type.tensor_type.shape.dim if model.graph.input else []
-    return dims[0].dim_value if dims and dims[0].dim_value > 0 else None
-
-
 def with_batch_size(source: Path, batch_size: int, out_dir: Path) -> Path:
     """``source`` itself when its batch dimension is ``batch_size``; a copy with the batch fixed when
     it is symbolic; an error when it is another fixed number."""
     from hase_dagster.core.ort_runtime import load_onnx
 
     model = load_onnx(source)
-    current = batch_size_of(model)
-    if current == batch_size:
+    if not set_batch_size(model, batch_size, source.name):
         return source
-    if current is not None:
-        raise HaseError(
-            f"{source.name} has a fixed batch size of {current}, not {batch_size}; export it with a dynamic batch"
-        )
-    for graph_input in model.graph.input:
-        dims = graph_input.type.tensor_type.shape.dim
-        if dims and not dims[0].dim_value:
-            dims[0].dim_value = batch_size
     fixed = out_dir / f"{source.stem}_b{batch_size}.onnx"
     onnx.save(model, str(fixed))
     return fixed
