@@ -40,8 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hase_dagster.analysis.catalog import Kernel
+from hase_dagster.analysis.nchwc_layout import nchwc_layout
 from hase_dagster.analysis.precision import detect_precision
-from hase_dagster.analysis.static_detect import nchwc_padded
 from hase_dagster.core.documents import load_versioned_json
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
@@ -237,9 +237,12 @@ class Bundle:
         key = (str(path.resolve()), batch_size)
         if key not in self._kernel_cache:
             model = self._model(path)
-            detection = model.detect(self.structure_of(model), batch_size, self.rules)
-            # A CPU bundle's convolutions padded to its device's NCHWc block (none recorded: as detected).
-            kernels = nchwc_padded(detection.kernels, self.nchwc_block or 0)
+            structure = self.structure_of(model)
+            detection = model.detect(structure, batch_size, self.rules)
+            # A CPU bundle's kernels in its device's NCHWc layout: convolutions padded, ORT's reorders (none recorded:
+            # as detected).
+            nodes = {node.name: (list(node.input), list(node.output)) for node in structure.nodes}
+            kernels = nchwc_layout(detection.kernels, self.nchwc_block or 0, nodes, structure.graph_outputs)
             self._kernel_cache[key] = (kernels, dict(detection.coverage))
         return self._kernel_cache[key]
 
