@@ -174,11 +174,11 @@ class Bundle:
     def resolve_kernel_source(self, requested: str) -> str:
         """The kernel source a prediction takes for ``requested`` (one of :data:`KERNEL_SOURCES`): ``auto`` is
         ``ort`` for a CPU bundle whose NCHWc block (``bundle.json``'s ``nchwc_block``) this machine's ORT blocks
-        by too, else ``static``. Static detection pads a CPU bundle's convolutions to its block
-        (:func:`~hase_dagster.analysis.static_detect.nchwc_padded`) but does not derive the reorders ORT puts after
-        convolutions whose channels are not a multiple of it; where this machine's ORT converts them as the bundle's
-        device did, its own kernels are the device's (the random networks of set W: 15.5% MAPE with static
-        detection before the padding, 13.0% with it, 8.8% with ORT's kernels: results/cpu-general/nchwc-rules).
+        by too, else ``static``. Static detection lays a CPU bundle's kernels out in its block's NCHWc layout
+        (:func:`~hase_dagster.analysis.nchwc_layout.nchwc_layout`: convolutions padded, ORT's reorders) but keeps the
+        fusion rules' other misses; where this machine's ORT converts them as the bundle's device did, its own kernels
+        are the device's (the random networks of set W: 15.5% MAPE with static detection before the padding, 13.0%
+        with it, 12.0% with the reorders, 8.8% with ORT's kernels: results/cpu-general/nchwc-rules).
         A CUDA bundle, or a CPU bundle exported before the block was recorded, stays on static detection.
 
         Raises:
