@@ -98,3 +98,27 @@ def test_backfill_sensor_carries_a_new_batch_size_end_to_end(resources: dict) ->
         fourth = batch_size_backfill_sensor(dg.build_sensor_context(instance=instance))
         assert [r.job_name for r in fourth.run_requests] == ["learning_job"]
         assert fourth.run_requests[0].run_key != third.run_requests[0].run_key
+
+
+def test_a_batch_of_held_out_models_alone_is_timed_whole_under_load(test_config: Path, tmp_path: Path) -> None:
+    """Held-out models' kernels are timed at idle alone; under load a batch of nothing else times them whole and
+    does not fail for want of kernels (a user's own networks in a profile of their own)."""
+    import yaml
+
+    document = yaml.safe_load(test_config.read_text())
+    for model in document["profiles"]["tiny"]["models"]:
+        model["held_out"] = True
+    test_config.write_text(yaml.safe_dump(document))
+    hase = HaseResource(config_path=str(test_config), data_directory=str(tmp_path / "data"))
+    resources = {"hase": hase, "stressor": StressorResource()}
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("batch_size", ["1"])
+    assert dg.materialize(analysis_assets, partition_key="1", resources=resources, instance=instance).success
+
+    result = _measure(resources, instance)
+
+    assert result.success
+    store = hase.warehouse()
+    assert store.count("kernel_benchmarks") == 0 and store.count("model_benchmarks") == 2
+    checks = {c.check_name: c.passed for c in result.get_asset_check_evaluations()}
+    assert checks.get("every_kernel_measured") is True
