@@ -107,3 +107,28 @@ def conv_network(path: Path, batch: int, channels: int, size: int) -> Path:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.save(model, path)
     return path
+
+
+def analysed_profile(tmp_path: Path, models: list[dict], batch: str = "1", **settings: object) -> tuple:
+    """The test profile with ``models`` (and profile ``settings``) as ``tmp_path/hase.yaml``, its analysis assets
+    materialized for ``batch`` in an ephemeral instance.
+
+    Returns:
+        (the HaseResource, the instance, the analysis run's result).
+    """
+    import copy
+
+    import dagster as dg
+
+    from assets.analysis import analysis_assets
+    from resources.hase import HaseResource
+
+    document = copy.deepcopy(TEST_PROFILE)
+    document["profiles"]["tiny"] |= {"models": models, **settings}
+    config = tmp_path / "hase.yaml"
+    config.write_text(yaml.safe_dump(document))
+    hase = HaseResource(config_path=str(config), data_directory=str(tmp_path / "data"))
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("batch_size", [batch])
+    result = dg.materialize(analysis_assets, partition_key=batch, resources={"hase": hase}, instance=instance)
+    return hase, instance, result

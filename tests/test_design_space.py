@@ -238,26 +238,15 @@ def test_each_committee_member_trains_without_one_family(monkeypatch: pytest.Mon
 def test_a_partition_of_probes_alone_times_their_kernels_and_no_whole_model(tmp_path: Path) -> None:
     """A kernel-sampling round (a profile of probes only, time_design_probes off) materializes: the
     probes' kernels are timed and model_benchmarks says it timed none, rather than failing the run."""
-    import copy
-
     import dagster as dg
-    import yaml
 
-    from assets.analysis import analysis_assets
     from assets.measurement import measurement_assets
-    from resources.hase import HaseResource
     from resources.stressor import StressorResource
-    from tests.conftest import TEST_PROFILE
+    from tests.conftest import analysed_profile
 
-    document = copy.deepcopy(TEST_PROFILE)
-    document["profiles"]["tiny"]["models"] = [{"name": "dsp_s12", "kind": "design_probe", "seed": 12}]
-    config = tmp_path / "hase.yaml"
-    config.write_text(yaml.safe_dump(document))
-    hase = HaseResource(config_path=str(config), data_directory=str(tmp_path / "data"))
+    hase, instance, analysis = analysed_profile(tmp_path, [{"name": "dsp_s12", "kind": "design_probe", "seed": 12}])
+    assert analysis.success
     resources = {"hase": hase, "stressor": StressorResource()}
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("batch_size", ["1"])
-    assert dg.materialize(analysis_assets, partition_key="1", resources=resources, instance=instance).success
     key = dg.MultiPartitionKey({"stress_level": "0.00", "batch_size": "1"})
     result = dg.materialize(measurement_assets, partition_key=key, resources=resources, instance=instance)
     assert result.success

@@ -11,6 +11,7 @@ from assets.measurement import measurement_assets
 from hase_dagster.definitions import defs
 from resources.hase import HaseResource
 from resources.stressor import StressorResource
+from tests.conftest import TEST_PROFILE, analysed_profile
 from warehouse.store import Warehouse
 
 PARTITION = dg.MultiPartitionKey({"stress_level": "0.50", "batch_size": "1"})
@@ -100,20 +101,13 @@ def test_backfill_sensor_carries_a_new_batch_size_end_to_end(resources: dict) ->
         assert fourth.run_requests[0].run_key != third.run_requests[0].run_key
 
 
-def test_a_batch_of_held_out_models_alone_is_timed_whole_under_load(test_config: Path, tmp_path: Path) -> None:
+def test_a_batch_of_held_out_models_alone_is_timed_whole_under_load(tmp_path: Path) -> None:
     """Held-out models' kernels are timed at idle alone; under load a batch of nothing else times them whole and
     does not fail for want of kernels (a user's own networks in a profile of their own)."""
-    import yaml
-
-    document = yaml.safe_load(test_config.read_text())
-    for model in document["profiles"]["tiny"]["models"]:
-        model["held_out"] = True
-    test_config.write_text(yaml.safe_dump(document))
-    hase = HaseResource(config_path=str(test_config), data_directory=str(tmp_path / "data"))
+    models = [{**m, "held_out": True} for m in TEST_PROFILE["profiles"]["tiny"]["models"]]
+    hase, instance, analysis = analysed_profile(tmp_path, models)
+    assert analysis.success
     resources = {"hase": hase, "stressor": StressorResource()}
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("batch_size", ["1"])
-    assert dg.materialize(analysis_assets, partition_key="1", resources=resources, instance=instance).success
 
     result = _measure(resources, instance)
 

@@ -5,18 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import dagster as dg
 import numpy as np
 import onnx
 import pytest
 import yaml
 from onnx import TensorProto, helper, numpy_helper
 
-from assets.analysis import analysis_assets
 from hase_dagster.analysis.zoo import ModelVariant, export_variant
 from hase_dagster.core.config import ZooModel, load_config
 from hase_dagster.core.errors import ConfigError, HaseError
-from resources.hase import HaseResource
+from tests.conftest import analysed_profile
 from warehouse.store import Warehouse
 
 
@@ -91,16 +89,10 @@ def test_the_config_names_a_bad_onnx_file_entry(
         load_config(edited)
 
 
-def test_the_analysis_assets_catalog_an_onnx_file_model(test_config: Path, tmp_path: Path) -> None:
+def test_the_analysis_assets_catalog_an_onnx_file_model(tmp_path: Path) -> None:
     source = _conv_net(tmp_path / "user_net.onnx", "batch")
-    document = yaml.safe_load(test_config.read_text())
-    document["profiles"]["tiny"]["models"] = [{"name": "user_net", "kind": "onnx_file", "path": str(source)}]
-    test_config.write_text(yaml.safe_dump(document))
-    hase = HaseResource(config_path=str(test_config), data_directory=str(tmp_path / "data"))
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("batch_size", ["2"])
 
-    result = dg.materialize(analysis_assets, partition_key="2", resources={"hase": hase}, instance=instance)
+    hase, _, result = analysed_profile(tmp_path, [{"name": "user_net", "kind": "onnx_file", "path": str(source)}], "2")
 
     assert result.success
     kernels = Warehouse(hase.paths().database).query("SELECT variant_id, family FROM kernels")
