@@ -601,6 +601,27 @@ def test_the_narrow_convnext_space_normalises_rows_narrower_than_any_transformer
     assert scales and all(dims == [probes[seed].width] for dims in scales)
 
 
+@pytest.mark.parametrize("mode", ["mlp", "grouped", "dense", "grouped16"])
+def test_a_prenorm_probe_runs_convolutions_without_a_bias_in_ort(mode: str, tmp_path: Path) -> None:
+    """The prenorm space's cells: mlp, grouped and dense convolutions with no bias input (a norm before them, not
+    after), grouped16's with one (its norms folded in), 16 channels a group."""
+    probes = [draw_probe(seed, "prenorm") for seed in range(200)]
+    assert {p.cell for p in probes} == {"prenorm"} and {p.mode for p in probes} == {
+        "mlp",
+        "grouped",
+        "dense",
+        "grouped16",
+    }
+    assert all(p.width // p.groups == 16 for p in probes if p.mode == "grouped16")
+    seed = next(s for s, p in enumerate(probes) if p.mode == mode)
+    graph, _ = _probe_graph(seed, "prenorm", 2, tmp_path)
+    cell_convs = [n for n in graph.node if n.op_type == "Conv"][1:]  # the stem's has a bias
+    assert len(cell_convs) == 2 * probes[seed].depth
+    assert {len(n.input) for n in cell_convs} == ({3} if mode == "grouped16" else {2})
+    groups = [{a.name: onnx.helper.get_attribute_value(a) for a in n.attribute}.get("group", 1) for n in cell_convs]
+    assert groups[0] == probes[seed].groups
+
+
 def test_a_probe_the_ep_cannot_run_is_left_out_and_the_others_analysed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

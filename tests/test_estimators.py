@@ -216,6 +216,24 @@ def test_a_computed_shape_operand_gives_the_features_of_a_constant_one() -> None
     assert kernel_features(gather)["in_numel"] == 4096
 
 
+def test_a_convolution_without_a_bias_is_told_from_one_with_a_bias() -> None:
+    # VisFormer's 1x1 convolutions after a norm have no bias: ORT's CUDA Conv skips its bias pass over the output
+    def conv(bias: bool, op_type: str = "Conv") -> dict[str, object]:
+        inputs = [
+            {"name": "x", "dtype": "float", "shape": [64, 96, 28, 28], "weight": False},
+            {"name": "w", "dtype": "float", "shape": [192, 96, 1, 1], "weight": True},
+        ] + ([{"name": "b", "dtype": "float", "shape": [192], "weight": True}] if bias else [])
+        return kernel_features(
+            {"family": op_type, "op_type": op_type, "inputs": inputs, "outputs": [{"shape": [64, 192, 28, 28]}],
+             "attributes": {"kernel_shape": [1, 1]}}
+        )  # fmt: skip
+
+    assert conv(True)["conv_bias"] == 1 and conv(False)["conv_bias"] == 0
+    assert conv(True, "FusedConv")["conv_bias"] == 1
+    # a MatMul's rank-1 weight is no convolution's bias
+    assert conv(True, "MatMul")["conv_bias"] == 0
+
+
 def _pads(bytes_moved: np.ndarray, changed: tuple[int, ...]) -> pd.DataFrame:
     """Feature rows of synthetic pads moving ``bytes_moved`` bytes (half in, half out) on one path."""
     frame = pd.DataFrame(0.0, index=range(len(bytes_moved)), columns=list(NUMERIC_FEATURES))

@@ -131,6 +131,16 @@ REDUCTION_RESOLUTIONS = (7, 14, 28, 56)
 # predicted 0.36 ms.
 NARROW_CONVNEXT_WIDTHS = (16, 96)
 NARROW_CONVNEXT_RESOLUTIONS = (14, 28, 56, 56)
+# The ``prenorm`` space: convolutions with no bias, as pre-norm blocks have them (VisFormer's, PoolFormer's and
+# pre-activation ResNets': the norm comes before the convolution, so nothing folds into it, and a convolution right
+# after another's activation has none either), and 16-channel grouped convolutions at stride 1 and 2 (RegNetZ's).
+# ORT's CUDA Conv adds a bias with a second cuDNN call, a pass over the output; on the H100 VisFormer-tiny's
+# bias-free 1x1 convolutions ran at 42-96 TFLOPS and the bundle, whose tables held 35 bias-free Conv rows of
+# 13,562, predicted them 1.6-2.8x too slow; RegNetZ-B16's 16-channel grouped 3x3 +24..+99%
+# (results/gpu-general/user-kernels).
+PRENORM_MODES = ("mlp", "mlp", "grouped", "dense", "grouped16")
+PRENORM_RESOLUTIONS = (7, 14, 14, 28, 28, 56, 112)
+PRENORM_GROUP_WIDTHS = (8, 16, 24, 32, 48)
 MAX_CELL_MACS = 3.0e9
 MAX_ACTIVATION_ELEMENTS = 2.0e6
 MAX_TOKENS = 784
@@ -229,6 +239,10 @@ class ProbeSpec:
     A ``heads`` cell: ``heads`` attention heads over the ``resolution``-squared tokens of a ``width``-wide map, ``mode``
     talking (the maps' heads mixed by a Linear with the heads innermost, before and after the Softmax) or
     axis_softmax (keys normalised over the token axis, then k^T v and q (k^T v)).
+    A ``prenorm`` cell: ``mode`` mlp, grouped or dense (a BatchNorm, then a ``kernel`` convolution of ``groups``
+    groups from ``width`` to ``expand`` x ``width`` channels at ``stride``, the activation and a 1x1 convolution to
+    ``out_width``, neither convolution with a bias: nothing folds into them) or grouped16 (the same with a
+    BatchNorm after each convolution, folded into it as a bias: RegNetZ's 16-channel groups).
     """
 
     seed: int
@@ -295,6 +309,9 @@ class ProbeSpec:
                 return self.depth * r2 * self.width * 4 * self.width
             per_group = self.width // (self.groups if self.mode == "split_attention" else 1)
             return self.depth * self.heads * r2 * self.width * per_group * 9
+        if self.cell == "prenorm":  # the grouped or dense convolution, then the 1x1 one
+            hidden = self.width * self.expand
+            return out_r2 * hidden * (self.width // self.groups * self.kernel**2 + self.out_width)
         if self.cell == "upsample":  # the convolution after the 2x upsample (before it: pixel_shuffle's)
             return 4 * r2 * self.width * self.out_width * self.kernel**2
         if self.cell in ("bn_tokens", "hard_gate", "bn_post"):
@@ -723,6 +740,27 @@ def _draw_narrow_convnext(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_prenorm(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    mode = str(rng.choice(PRENORM_MODES))
+    resolution = int(rng.choice(PRENORM_RESOLUTIONS))
+    stride = 2 if rng.random() < (0.5 if mode == "grouped16" else 0.2) and resolution >= 14 else 1
+    if mode == "mlp":  # 1x1 up by 2-4x, the activation, 1x1 back
+        width = _log_width(rng, 32, 768)
+        kernel, groups, expand = 1, 1, int(rng.choice([2, 3, 4]))
+    elif mode == "dense":
+        width = _log_width(rng, 16, 512)
+        kernel, groups, expand = int(rng.choice([1, 3, 3])), 1, 1
+    else:
+        group_width = 16 if mode == "grouped16" else int(rng.choice(PRENORM_GROUP_WIDTHS))
+        groups = max(2, round(_log_width(rng, 48, 1024) / group_width))
+        width, kernel, expand = groups * group_width, 3, 1
+    return ProbeSpec(
+        seed, "prenorm", resolution, width, width, kernel, stride, groups, expand,
+        activation=str(rng.choice(["gelu", "gelu", "relu", "silu", "none"])), residual=True,
+        depth=int(rng.integers(1, 4)), mode=mode,
+    )  # fmt: skip
+
+
 def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
     """The probe of ``seed`` in ``space``: drawn again (from the same generator) until it fits the caps.
 
@@ -743,7 +781,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             ``resize`` (bicubic, bilinear and nearest resizes of 7-224 px maps and whole images to 0.5-4x their side)
             or ``heads`` (attention maps mixed over 2-16 heads with the heads innermost, or keys normalised over the
             token axis: CaiT's and CoaT's layouts) or ``branches`` (branches summed over their own axis and weighed by
-            a Softmax over it: ResNeSt's split attention, SKNet's selective kernels, MobileViTv2's linear attention).
+            a Softmax over it: ResNeSt's split attention, SKNet's selective kernels, MobileViTv2's linear attention)
+            or ``prenorm`` (convolutions with no bias after a norm or an activation, and 16-channel grouped ones).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample (the space's own caps
@@ -760,6 +799,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "recurrent": _draw_recurrent, "image_io": _draw_image_io, "tokens": _draw_tokens,
         "norms": _draw_norms, "resize": _draw_resize, "heads": _draw_heads,
         "branches": _draw_branches, "reductions": _draw_reductions, "narrow_convnext": _draw_narrow_convnext,
+        "prenorm": _draw_prenorm,
     }.get(space)  # fmt: skip
     most_macs, largest = SPACE_CAPS.get(space, (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS))
     if draw_once is None:
@@ -1140,6 +1180,29 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             )
         return Gate(c_in, c_out)
 
+    class PrenormCell(nn.Module):
+        """ProbeSpec's ``prenorm`` cell: its convolutions bias-free (grouped16: each with a BatchNorm folded in)."""
+
+        def __init__(self, c_in: int, c_out: int, stride: int) -> None:
+            super().__init__()
+            hidden = c_in * spec.expand
+            groups = spec.groups if c_in % spec.groups == 0 and hidden % spec.groups == 0 else 1
+            if spec.mode == "grouped16":
+                self.body: nn.Module = nn.Sequential(
+                    conv(c_in, hidden, spec.kernel, stride, groups), conv(hidden, c_out, 1, activation=False)
+                )
+            else:
+                pad = spec.kernel // 2
+                self.body = nn.Sequential(
+                    nn.BatchNorm2d(c_in),
+                    nn.Conv2d(c_in, hidden, spec.kernel, stride, pad, groups=groups, bias=False),
+                    act(),
+                    nn.Conv2d(hidden, c_out, 1, bias=False),
+                )
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.body(x)
+
     class Cell(nn.Module):
         def __init__(self, c_in: int, first: bool) -> None:
             super().__init__()
@@ -1191,6 +1254,8 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
                 self.body = BranchesCell(c_in)
             elif spec.cell == "reductions":
                 self.body = ReductionsCell(c_in)
+            elif spec.cell == "prenorm":
+                self.body = PrenormCell(c_in, c_out, stride)
             elif spec.cell in OPERATOR_CELLS:
                 self.body = operator_cell(c_in, c_out, stride)
             else:
@@ -1260,7 +1325,7 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
             super().__init__()
             self.stem = nn.Conv2d(3, spec.width, spec.patch, spec.patch)
             cells = [Cell(spec.width, True)]
-            keeps_width = spec.cell in ("convnext", "attention", "mlp", "branches", "reductions")
+            keeps_width = spec.cell in ("convnext", "attention", "mlp", "branches", "reductions", "prenorm")
             width = spec.width if keeps_width else spec.out_width
             cells += [Cell(width, False) for _ in range(spec.depth - 1)]
             self.cells = nn.Sequential(*cells)

@@ -92,6 +92,7 @@ ProbeSpace = Literal[
     "branches",
     "reductions",
     "narrow_convnext",
+    "prenorm",
 ]
 
 

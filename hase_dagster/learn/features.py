@@ -57,7 +57,12 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     # Precision (issue 15 C): bytes per element of the activation inputs and of the weights (0: none),
     # and whether the kernel computes in int8 or fp16 (``core.dtypes.precision_of``).
     *(PRECISION_FEATURES := ("elem_bytes", "weight_elem_bytes", "precision_fp16", "precision_int8")),
+    # Whether a convolution has a bias (a rank-1 weight): ORT's CUDA Conv adds it with a second cuDNN call, a pass
+    # over the output, so a bias-free one (after a norm, not before one: VisFormer's) is that pass shorter; on the
+    # H100 VisFormer-tiny's bias-free 1x1 convolutions ran at 42-96 TFLOPS (results/gpu-general/user-kernels).
+    "conv_bias",
 )
+CONV_OPS: frozenset[str] = frozenset({"Conv", "FusedConv", "ConvTranspose", "NhwcConv", "QLinearConv", "ConvInteger"})
 CATEGORICAL_FEATURES: tuple[str, ...] = ("family", "op")
 # ONNX's broadcasting elementwise ops: ORT's CUDA and CPU kernels stream the larger operand and broadcast the
 # smaller from either side at the same speed (on the H100 a [64,32,112,112] x [64,32,1,1] Mul and its
@@ -217,6 +222,7 @@ def kernel_features(
         "weight_elem_bytes": element_bytes(str(largest_weight.get("dtype", "float"))) if largest_weight else 0,
         "precision_fp16": int(precision == "fp16"),
         "precision_int8": int(precision == "int8"),
+        "conv_bias": int(kernel.get("op_type") in CONV_OPS and any(len(t["shape"]) == 1 for t in weights)),
         "family": (
             feature_family(kernel["family"], len(first_in), _mode(attributes)) if family_variants else kernel["family"]
         ),
