@@ -182,3 +182,42 @@ def test_static_cpu_reorders_match_this_machines_ort_where_the_block_is_the_bund
 
     assert reorders(static) == reorders(ort)
     assert any(k.op_type == "ReorderOutput" for k in ort) and any(k.op_type == "ReorderInput" for k in ort)
+
+
+def _repghost_block(path: Path) -> None:
+    """RepGhostNet's block as timm exports it: a 1x1 convolution and Relu, then the sum of a depthwise 3x3
+    convolution of that and a BatchNorm of it (the re-parameterisable branch), Relu, and a 1x1 convolution."""
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.primary = nn.Sequential(nn.Conv2d(16, 24, 1), nn.BatchNorm2d(24), nn.ReLU())
+            self.cheap = nn.Sequential(nn.Conv2d(24, 24, 3, 1, 1, groups=24), nn.BatchNorm2d(24))
+            self.fusion_bn = nn.BatchNorm2d(24)
+            self.out = nn.Conv2d(24, 16, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.primary(x)
+            return self.out(torch.relu(self.cheap(y) + self.fusion_bn(y))) + x
+
+    from hase_dagster.analysis.zoo import trace_to_onnx
+
+    trace_to_onnx(nn.Sequential(Block(), Block()).eval(), torch.randn(1, 16, 28, 28), path, 17)
+
+
+def test_a_reorder_pass_whose_renaming_makes_a_cycle_keeps_the_padded_kernels(tmp_path: Path) -> None:
+    """RepGhostNet's BatchNorm branch: the rules' templates wire its fused kernels so that the reorder pass's renaming
+    made a cycle (set Z on this VM: "the kernel graph has a cycle", no prediction); the padded kernels come back
+    instead, in an order that runs, and the network is predicted."""
+    from hase_dagster.analysis.model_dag import critical_path_ms
+    from hase_dagster.analysis.nchwc_layout import has_cycle
+
+    bundle = read_bundle(REPO / "results" / "bundles" / "cpu")
+    path = tmp_path / "repghost_b1.onnx"
+    _repghost_block(path)
+    kernels, _ = bundle.kernels(path, 1)
+    assert not has_cycle(kernels)
+    assert critical_path_ms(kernels, {k.node_name: 1.0 for k in kernels}) > 0
+    assert any(k.op_type == "Conv" and k.outputs[0].shape[1] == 32 for k in kernels)  # 24 padded to the block

@@ -161,7 +161,18 @@ def _rewired(
 
 def _topological(kernels: list[Kernel]) -> list[Kernel]:
     """``kernels`` in an order where every kernel comes after the producers of its inputs, otherwise as listed
-    (static detection places a fused kernel at its first node, which can come before a summand's producer)."""
+    (static detection places a fused kernel at its first node, which can come before a summand's producer); as
+    listed where their tensors make a cycle (:func:`has_cycle`)."""
+    return _ordered(kernels)[0]
+
+
+def has_cycle(kernels: list[Kernel]) -> bool:
+    """Whether ``kernels``' tensors (each read from the kernel that writes it) make a cycle: no order runs them."""
+    return not _ordered(kernels)[1]
+
+
+def _ordered(kernels: list[Kernel]) -> tuple[list[Kernel], bool]:
+    """(``kernels`` in a topological order, True), or (``kernels`` as listed, False) where they make a cycle."""
     producer = {t.name: index for index, k in enumerate(kernels) for t in k.outputs}
     waits = [
         {producer[t.name] for t in k.inputs if t.name in producer and producer[t.name] != index}
@@ -182,8 +193,8 @@ def _topological(kernels: list[Kernel]) -> list[Kernel]:
             if not waits[user]:
                 heapq.heappush(ready, user)
     if len(ordered) < len(kernels):  # a cycle (names the rules' templates confused): keep the list's order
-        return kernels
-    return ordered
+        return kernels, False
+    return ordered, True
 
 
 def nchwc_reordered(
@@ -338,7 +349,10 @@ def nchwc_layout(
         graph_outputs: the model's outputs.
 
     Returns:
-        The kernel list ORT would run (a new list; ``kernels`` may have been changed in place).
+        The kernel list ORT would run (a new list; ``kernels`` may have been changed in place). Where the reorder
+        pass's renaming of the rules' tensors makes a cycle (RepGhostNet's re-parameterised BatchNorm branches, whose
+        fused kernels the templates wire to each other), the padded kernels alone, as they came out of the padding:
+        a kernel graph no order can run has no critical path and no prediction.
     """
     if block <= 0:
         return kernels
@@ -346,4 +360,11 @@ def nchwc_layout(
     for kernel in kernels:
         for tensor in kernel.inputs + kernel.outputs:
             original.setdefault(tensor.name, tuple(tensor.shape))
-    return nchwc_reordered(nchwc_padded(kernels, block), block, original, nodes, graph_outputs)
+    padded = nchwc_padded(kernels, block)
+    inputs_before = [list(kernel.inputs) for kernel in padded]  # the pass rewires these kernels in place
+    reordered = nchwc_reordered(padded, block, original, nodes, graph_outputs)
+    if not has_cycle(reordered):
+        return reordered
+    for kernel, inputs in zip(padded, inputs_before, strict=True):
+        kernel.inputs = inputs
+    return padded
