@@ -16,6 +16,7 @@ import pytest
 
 from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
 from hase_dagster.analysis.fusion_rules import FusionRules
+from hase_dagster.analysis.nchwc_layout import nchwc_layout
 from hase_dagster.analysis.static_detect import detect_in_model
 from hase_dagster.core.errors import HaseError
 from hase_dagster.learn import bundles
@@ -304,7 +305,12 @@ def test_predict_with_a_bundle_detects_kernels_statically_and_predicts_as_its_pr
     for p in predictions:
         assert p["kernel_source"] == "static" and p["predictor"]["name"] == "cpu-test" and p["ep"] == "cpu"
         assert p["detection_coverage"]["uncovered_ops"] > 0 and any("no fusion rule" in w for w in p["warnings"])
-        kernels = detect_in_model(batched.at(p["batch_size"]), rules, dynamic.stem).kernels
+        model = batched.at(p["batch_size"])
+        kernels = detect_in_model(model, rules, dynamic.stem).kernels
+        # in the bundle's CPU's NCHWc layout (convolutions padded, ORT's reorders), as Bundle.kernels gives them
+        nodes = {n.name: (list(n.input), list(n.output)) for n in model.graph.node}
+        outputs = {o.name for o in model.graph.output}
+        kernels = nchwc_layout(kernels, bundle.nchwc_block or 0, nodes, outputs)
         assert len(kernels) == p["coverage"]["kernels"]
         load = bundle.load_for("idle" if p["load_source"].startswith("idle") else "level=0.5")[0]
         expected = predict_model(p["model"], kernels, predictor.regressor, predictor.composition, load, "", 1)

@@ -349,7 +349,8 @@ def nchwc_layout(
         graph_outputs: the model's outputs.
 
     Returns:
-        The kernel list ORT would run (a new list; ``kernels`` may have been changed in place). Where the reorder
+        The kernel list ORT would run (a new list; ``kernels`` may have been changed in place); as detected where
+        no convolution is one ORT converts. Where the reorder
         pass's renaming of the rules' tensors makes a cycle (RepGhostNet's re-parameterised BatchNorm branches, whose
         fused kernels the templates wire to each other), the padded kernels alone, as they came out of the padding:
         a kernel graph no order can run has no critical path and no prediction.
@@ -361,6 +362,8 @@ def nchwc_layout(
         for tensor in kernel.inputs + kernel.outputs:
             original.setdefault(tensor.name, tuple(tensor.shape))
     padded = nchwc_padded(kernels, block)
+    if not any(_convertible_conv(kernel) for kernel in padded):
+        return padded  # nothing ORT's NCHWc transformer converts: the kernels as detected (names and order too)
     inputs_before = [list(kernel.inputs) for kernel in padded]  # the pass rewires these kernels in place
     reordered = nchwc_reordered(padded, block, original, nodes, graph_outputs)
     if not has_cycle(reordered):
