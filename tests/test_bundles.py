@@ -432,7 +432,7 @@ def _conv_kernel(c_in: int, c_out: int, group: int = 1) -> Kernel:
 def test_nchwc_padding_pads_convolutions_to_the_block_as_ort_does() -> None:
     """Output channels up to the block; input channels too for a group-1 convolution of at least the block's input
     channels and for a depthwise one; fewer input channels stay as read; grouped convolutions and block 0 untouched."""
-    from hase_dagster.analysis.static_detect import nchwc_padded
+    from hase_dagster.analysis.nchwc_layout import nchwc_padded
 
     narrow, wide, depthwise, grouped = (
         _conv_kernel(4, 12),

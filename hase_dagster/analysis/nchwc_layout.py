@@ -4,7 +4,7 @@ NCHWc transformer inserts, and the ops that run on its padded NCHWc tensors.
 The rules were read off ORT's optimized graphs (results/cpu-general/nchwc-rules, ``nchwc_rules_study.py``):
 
 - a convertible convolution (float, 4-D, constant weights, group 1 or depthwise) writes an NCHWc tensor, its channels
-  padded up to the block (``static_detect.nchwc_padded``); a chain of such convolutions passes NCHWc tensors with no
+  padded up to the block (:func:`nchwc_padded`); a chain of such convolutions passes NCHWc tensors with no
   reorder between them;
 - it reads an NCHWc input (a ReorderInput from an NCHW producer, its channels padded up to the block) when it is
   depthwise or group 1 with at least ``block`` input channels; group 1 with fewer reads the NCHW tensor (a
@@ -30,7 +30,7 @@ from typing import Any
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.fusion_rules import round_up
 from hase_dagster.analysis.graph import TensorInfo
-from hase_dagster.analysis.static_detect import _make_kernel, nchwc_padded
+from hase_dagster.analysis.static_detect import _make_kernel
 
 NCHWC_DOMAIN = "com.microsoft.nchwc"
 _CONVS = ("Conv", "FusedConv")
@@ -83,18 +83,63 @@ def _reorder(template: Kernel, op_type: str, source: TensorInfo, target: TensorI
     )  # fmt: skip
 
 
-def _convertible_conv(kernel: Kernel) -> bool:
-    """Whether ORT's NCHWc transformer converts this convolution: float, 4-D, constant weights, group 1 or
-    depthwise (the shapes as ``nchwc_padded`` left them)."""
+def _float_conv2d(kernel: Kernel) -> bool:
+    """Whether ``kernel`` is a convolution of a float 4-D input by a 4-D weight to a 4-D output."""
     if kernel.op_type not in _CONVS or len(kernel.inputs) < 2 or not kernel.outputs:
         return False
     x, w, y = kernel.inputs[0], kernel.inputs[1], kernel.outputs[0]
-    if len(x.shape) != 4 or len(w.shape) != 4 or len(y.shape) != 4 or x.dtype != "float":
+    return len(x.shape) == 4 and len(w.shape) == 4 and len(y.shape) == 4 and x.dtype == "float"
+
+
+def _convertible_conv(kernel: Kernel) -> bool:
+    """Whether ORT's NCHWc transformer converts this convolution: float, 4-D, constant weights, group 1 or
+    depthwise (the shapes as :func:`nchwc_padded` left them)."""
+    if not _float_conv2d(kernel) or kernel.inputs[1].name not in kernel.weight_names:
         return False
-    if w.name not in kernel.weight_names:
-        return False
-    group = int(kernel.attributes.get("group", 1))
+    w, group = kernel.inputs[1], int(kernel.attributes.get("group", 1))
     return group == 1 or (w.shape[1] == 1 and group == w.shape[0])
+
+
+def nchwc_padded(kernels: list[Kernel], block: int) -> list[Kernel]:
+    """The CPU EP's convolutions as ORT's NCHWc transformer runs them for channel block ``block``, in place.
+
+    ORT 1.31 (results/cpu-general/nchwc-rules) pads every float convolution's output channels up to the block; a
+    group-1 convolution with at least ``block`` input channels, and a depthwise one, read their input padded up to the
+    block too (a group-1 convolution with fewer reads the NCHW input as it is). The fusion rules learn a kernel's shapes
+    from the teacher's examples, which mostly had channels that were multiples of the block, so they keep the graph's
+    counts; this pass puts the padding back. Grouped (not depthwise) convolutions are left as detected.
+
+    Args:
+        kernels: the kernels of one model from static detection on the CPU EP.
+        block: the NCHWc block of the CPU the prediction is for (8 or 16; 0 leaves the kernels as they are).
+
+    Returns:
+        ``kernels``, with padded convolutions' shapes, FLOPs and bytes recomputed.
+    """
+    if block <= 0:
+        return kernels
+    for index, kernel in enumerate(kernels):
+        if not _float_conv2d(kernel):
+            continue
+        x, w, y = kernel.inputs[0], kernel.inputs[1], kernel.outputs[0]
+        group = int(kernel.attributes.get("group", 1))
+        c_out, c_in = w.shape[0], x.shape[1]
+        depthwise = group > 1 and w.shape[1] == 1 and c_out == group == c_in
+        if group > 1 and not depthwise:
+            continue
+        out_padded = round_up(c_out, block)
+        in_padded = out_padded if depthwise else (c_in if c_in < block else round_up(c_in, block))
+        if out_padded == c_out and in_padded == c_in:
+            continue
+        inputs = [
+            dataclasses.replace(x, shape=(x.shape[0], in_padded, *x.shape[2:])),
+            dataclasses.replace(w, shape=(out_padded, 1 if depthwise else in_padded, *w.shape[2:])),
+            *[dataclasses.replace(t, shape=(out_padded,)) if t.shape == (c_out,) else t for t in kernel.inputs[2:]],
+        ]
+        outputs = [dataclasses.replace(y, shape=(y.shape[0], out_padded, *y.shape[2:])), *kernel.outputs[1:]]
+        attributes = dict(kernel.attributes) | ({"group": out_padded} if depthwise else {})
+        kernels[index] = _rebuilt(kernel, inputs=inputs, outputs=outputs, attributes=attributes)
+    return kernels
 
 
 def _rewired(
@@ -205,7 +250,7 @@ def nchwc_reordered(
     graph_outputs: set[str] | None = None,
 ) -> list[Kernel]:
     """The reorders and NCHWc consumers of ORT's NCHWc transformer on a kernel list whose convolutions
-    :func:`~hase_dagster.analysis.static_detect.nchwc_padded` already padded (the rules: the module docstring).
+    :func:`nchwc_padded` already padded (the rules: the module docstring).
 
     Args:
         kernels: one model's CPU kernels from static detection, convolutions padded, in execution order.
@@ -339,7 +384,7 @@ def nchwc_layout(
     graph_outputs: set[str] | None = None,
 ) -> list[Kernel]:
     """One model's CPU kernels from static detection as ORT's NCHWc transformer runs them for channel block
-    ``block``: convolutions padded (:func:`~hase_dagster.analysis.static_detect.nchwc_padded`), then the reorders and
+    ``block``: convolutions padded (:func:`nchwc_padded`), then the reorders and
     NCHWc consumers (:func:`nchwc_reordered`).
 
     Args:

@@ -29,7 +29,6 @@ from hase_dagster.analysis.fusion_rules import (
     qualified,
     render_attributes,
     render_tensor,
-    round_up,
 )
 from hase_dagster.analysis.graph import TensorInfo
 from hase_dagster.analysis.pattern_graph import GraphStructure, GraphView, Matcher, prepare
@@ -356,52 +355,3 @@ def _inserted(
                 )  # fmt: skip
                 out.append(((position[0], 0), added))
     return out
-
-
-def nchwc_padded(kernels: list[Kernel], block: int) -> list[Kernel]:
-    """The CPU EP's convolutions as ORT's NCHWc transformer runs them for channel block ``block``, in place.
-
-    ORT 1.31 (results/cpu-general/nchwc-rules) pads every float convolution's output channels up to the block; a
-    group-1 convolution with at least ``block`` input channels, and a depthwise one, read their input padded up to the
-    block too (a group-1 convolution with fewer reads the NCHW input as it is). The fusion rules learn a kernel's shapes
-    from the teacher's examples, which mostly had channels that were multiples of the block, so they keep the graph's
-    counts; this pass puts the padding back. Grouped (not depthwise) convolutions are left as detected.
-
-    Args:
-        kernels: the kernels of one model from static detection on the CPU EP.
-        block: the NCHWc block of the CPU the prediction is for (8 or 16; 0 leaves the kernels as they are).
-
-    Returns:
-        ``kernels``, with padded convolutions' shapes, FLOPs and bytes recomputed.
-    """
-    if block <= 0:
-        return kernels
-    for index, kernel in enumerate(kernels):
-        if kernel.op_type not in ("Conv", "FusedConv") or len(kernel.inputs) < 2 or not kernel.outputs:
-            continue
-        x, w, y = kernel.inputs[0], kernel.inputs[1], kernel.outputs[0]
-        if len(x.shape) != 4 or len(w.shape) != 4 or len(y.shape) != 4 or x.dtype != "float":
-            continue
-        group = int(kernel.attributes.get("group", 1))
-        c_out, c_in = w.shape[0], x.shape[1]
-        depthwise = group > 1 and w.shape[1] == 1 and c_out == group == c_in
-        if group > 1 and not depthwise:
-            continue
-        out_padded = round_up(c_out, block)
-        in_padded = out_padded if depthwise else (c_in if c_in < block else round_up(c_in, block))
-        if out_padded == c_out and in_padded == c_in:
-            continue
-        attributes = dict(kernel.attributes) | ({"group": out_padded} if depthwise else {})
-        inputs = [
-            dataclasses.replace(x, shape=(x.shape[0], in_padded, *x.shape[2:])),
-            dataclasses.replace(w, shape=(out_padded, 1 if depthwise else in_padded, *w.shape[2:])),
-            *[dataclasses.replace(t, shape=(out_padded,)) if t.shape == (c_out,) else t for t in kernel.inputs[2:]],
-        ]
-        outputs = [dataclasses.replace(y, shape=(y.shape[0], out_padded, *y.shape[2:])), *kernel.outputs[1:]]
-        padded = _make_kernel(
-            kernel.variant_id, kernel.ep, kernel.node_name, kernel.family, kernel.op_type, kernel.domain,
-            kernel.absorbed_ops, kernel.absorbed_op_types, attributes, inputs, outputs, kernel.weight_names,
-        )  # fmt: skip
-        padded.order = kernel.order
-        kernels[index] = padded
-    return kernels

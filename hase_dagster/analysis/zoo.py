@@ -155,13 +155,12 @@ def _segmentation_logits(segmenter):  # -> torch.nn.Module
 def export_variant(
     variant: ModelVariant, out_dir: str | os.PathLike[str], opset: int, ep: EpName = "cpu"
 ) -> ExportedModel:
-    """Export ``variant`` to ``out_dir/<variant_id>.onnx`` and validate it by one ORT run on ``ep``.
+    """Export ``variant`` to ``out_dir/<variant_id>.onnx`` (traced from torch at ``opset``; an onnx_file copied at the
+    variant's batch size, at its own opset) and validate it by one ORT run on ``ep``.
 
     The file is written under a temporary name and renamed only once it validated, so a failed
     export never leaves a half-written model behind.
     """
-    import torch
-
     if variant.precision != "fp32":
         raise HaseError(f"{variant.variant_id} is made from its fp32 variant: call export_precision_variant")
     out_dir = Path(out_dir)
@@ -170,12 +169,21 @@ def export_variant(
     partial = path.with_suffix(".onnx.partial")
     if variant.model.kind == "onnx_file":
         copy_onnx_file(variant, partial)
-        try:
-            inputs, outputs = validate_onnx(partial, ep)
-        except Exception:
-            partial.unlink(missing_ok=True)
-            raise
-        return _exported(variant, partial, path, opset_of(partial), inputs, outputs)
+        opset = opset_of(partial)  # the file's own
+    else:
+        _trace_variant(variant, partial, opset, ep)
+    try:
+        inputs, outputs = validate_onnx(partial, ep)
+    except Exception:
+        partial.unlink(missing_ok=True)
+        raise
+    return _exported(variant, partial, path, opset, inputs, outputs)
+
+
+def _trace_variant(variant: ModelVariant, partial: Path, opset: int, ep: EpName) -> None:
+    """Build ``variant``'s torch model and trace it to ``partial`` (torch imported here: an onnx_file needs none)."""
+    import torch
+
     # Tracing runs the model once: on the GPU profile the GPU traces (a batch-128 encoder at 384
     # tokens is ~10 TFLOP, tens of seconds on the host's CPU). The graph does not depend on it.
     device = "cuda" if ep == "cuda" and torch.cuda.is_available() else "cpu"
@@ -188,12 +196,6 @@ def export_variant(
     del module, example
     if device == "cuda":
         torch.cuda.empty_cache()  # ORT sessions in this process need the memory next
-    try:
-        inputs, outputs = validate_onnx(partial, ep)
-    except Exception:
-        partial.unlink(missing_ok=True)
-        raise
-    return _exported(variant, partial, path, opset, inputs, outputs)
 
 
 def copy_onnx_file(variant: ModelVariant, partial: Path) -> None:

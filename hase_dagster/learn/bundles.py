@@ -239,10 +239,10 @@ class Bundle:
             model = self._model(path)
             structure = self.structure_of(model)
             detection = model.detect(structure, batch_size, self.rules)
-            # A CPU bundle's kernels in its device's NCHWc layout: convolutions padded, ORT's reorders (none recorded:
-            # as detected).
-            nodes = {node.name: (list(node.input), list(node.output)) for node in structure.nodes}
-            kernels = nchwc_layout(detection.kernels, self.nchwc_block or 0, nodes, structure.graph_outputs)
+            kernels = detection.kernels
+            if self.nchwc_block is not None:  # a CPU bundle's kernels in its device's NCHWc layout
+                nodes = {node.name: (list(node.input), list(node.output)) for node in structure.nodes}
+                kernels = nchwc_layout(kernels, self.nchwc_block, nodes, structure.graph_outputs)
             self._kernel_cache[key] = (kernels, dict(detection.coverage))
         return self._kernel_cache[key]
 
