@@ -573,20 +573,43 @@ def test_the_reductions_space_reduces_over_any_axes_of_either_layout(tmp_path: P
     for mode, op, axes in cases:
         seed = next(s for s, p in enumerate(probes) if p.mode == mode)
         graph, _ = _probe_graph(seed, "reductions", 2, tmp_path / mode.replace("/", "_"))
-        values = {i.name: onnx.numpy_helper.to_array(i).reshape(-1) for i in graph.initializer}
-        values |= {
-            n.output[0]: onnx.numpy_helper.to_array(a.t).reshape(-1) for n in graph.node if n.op_type == "Constant"
-            for a in n.attribute if a.name == "value"
-        }  # fmt: skip
-        # opset 17: ReduceSum takes its axes as an input, the other reductions as an attribute
-        reduced = [
-            [int(a) for a in values[n.input[1]]]
-            if len(n.input) > 1
-            else [list(a.ints) for a in n.attribute if a.name == "axes"][0]
-            for n in graph.node
-            if n.op_type == op
-        ]
+        reduced = _reduced_axes(graph, op)
         assert reduced and all(r == axes for r in reduced)
+
+
+def _reduced_axes(graph: Any, op: str) -> list[list[int]]:
+    """The axes each ``op`` node of ``graph`` reduces (opset 17: ReduceSum takes them as an input, the other
+    reductions as an attribute)."""
+    values = {i.name: onnx.numpy_helper.to_array(i).reshape(-1) for i in graph.initializer}
+    values |= {
+        n.output[0]: onnx.numpy_helper.to_array(a.t).reshape(-1) for n in graph.node if n.op_type == "Constant"
+        for a in n.attribute if a.name == "value"
+    }  # fmt: skip
+    return [
+        [int(a) for a in values[n.input[1]]]
+        if len(n.input) > 1
+        else [list(a.ints) for a in n.attribute if a.name == "axes"][0]
+        for n in graph.node
+        if n.op_type == op
+    ]
+
+
+def test_the_reduce_grid_space_covers_every_reduction_in_18_seeds(tmp_path: Path) -> None:
+    """Any 18 consecutive seeds draw each of the 36 (op, layout, axes) reductions once, two to a probe; a probe
+    exports both, each Reduce node over the axes its mode names (ConvNeXtV2's ReduceL2 over a channels-first map's
+    spatial axes among them)."""
+    for start in (0, 19000):
+        modes = [m for s in range(start, start + 18) for m in draw_probe(s, "reduce_grid").mode.split("+")]
+        assert len(modes) == 36 and len(set(modes)) == 36
+        assert {m.split("/")[0] for m in modes} == {"sum", "mean", "l2", "max"}
+    seed = next(s for s in range(18) if "l2/first/2-3" in draw_probe(s, "reduce_grid").mode)
+    probe = draw_probe(seed, "reduce_grid")
+    graph, _ = _probe_graph(seed, "reduce_grid", 2, tmp_path)
+    ops = {"sum": "ReduceSum", "mean": "ReduceMean", "l2": "ReduceL2", "max": "ReduceMax"}
+    for mode in probe.mode.split("+"):
+        op, layout, axes = mode.split("/")
+        reduced = _reduced_axes(graph, ops[op])
+        assert [int(a) for a in axes.split("-")] in reduced, (mode, reduced)
 
 
 def test_the_narrow_convnext_space_normalises_rows_narrower_than_any_transformer(tmp_path: Path) -> None:

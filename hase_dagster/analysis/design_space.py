@@ -125,6 +125,13 @@ REDUCTION_AXES = (
     ("last", (1, 2)), ("last", (3,)), ("last", (1,)), ("last", (2,)),
 )  # fmt: skip
 REDUCTION_RESOLUTIONS = (7, 14, 28, 56)
+# The ``reduce_grid`` space: every (op, layout and axes) pair of REDUCTION_OPS x REDUCTION_AXES, so that none is left to
+# chance as in ``reductions`` (24 random draws left ReduceL2 over a channels-first map's spatial axes out, and
+# ConvNeXtV2's global response norm in timm is that reduction: on the H100 it ran at 240 GB/s, where the tables'
+# ReduceL2 over other axes ran 290-410, and was predicted 37% fast). The 36 pairs in an order fixed once
+# (REDUCE_GRID_ORDER_SEED), two to a probe: seed s takes pair s mod 18, so 18 consecutive seeds cover all of them.
+REDUCE_GRID_ORDER_SEED = 20261128
+REDUCE_GRID_PER_PROBE = 2
 # The ``narrow_convnext`` space: ConvNeXt blocks 16-96 channels wide (ConvNeXt-atto/femto/pico, EdgeNeXt's first
 # stages), whose channels-last LayerNorm runs over rows shorter than any transformer's: on the H100 ConvNeXtV2-atto's
 # 17 LayerNorms over 40-320 channels took 1.02 ms at batch 64 where the bundle, with no row under 64 channels,
@@ -235,7 +242,8 @@ class ProbeSpec:
     summed over the tokens, gating the values).
     A ``reductions`` cell: ``mode`` ``grn`` (ConvNeXtV2's block: a 7x7 depthwise convolution, channels last, a Linear
     to ``expand`` x the width, GELU, the global response norm, a Linear back) or ``OP/LAYOUT/AXES`` (a ReduceOP over
-    AXES of the map in LAYOUT, first (N, C, H, W) or last (N, H, W, C), kept as dims, its sigmoid gating the map).
+    AXES of the map in LAYOUT, first (N, C, H, W) or last (N, H, W, C), kept as dims, its sigmoid gating the map;
+    several joined by ``+`` gate it in turn).
     A ``heads`` cell: ``heads`` attention heads over the ``resolution``-squared tokens of a ``width``-wide map, ``mode``
     talking (the maps' heads mixed by a Linear with the heads innermost, before and after the Softmax) or
     axis_softmax (keys normalised over the token axis, then k^T v and q (k^T v)).
@@ -732,6 +740,26 @@ def _draw_reductions(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def reduce_grid_modes() -> list[str]:
+    """The ``reduce_grid`` space's 36 reductions (``OP/LAYOUT/AXES``) in their fixed order."""
+    modes = [
+        f"{op}/{layout}/{'-'.join(str(a) for a in axes)}" for op in REDUCTION_OPS for layout, axes in REDUCTION_AXES
+    ]
+    order = np.random.default_rng(REDUCE_GRID_ORDER_SEED).permutation(len(modes))
+    return [modes[i] for i in order]
+
+
+def _draw_reduce_grid(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    modes = reduce_grid_modes()
+    first = (seed % (len(modes) // REDUCE_GRID_PER_PROBE)) * REDUCE_GRID_PER_PROBE
+    width = _log_width(rng, 32, 768)
+    return ProbeSpec(
+        seed, "reductions", int(rng.choice(REDUCTION_RESOLUTIONS)), width, width,
+        mode="+".join(modes[first : first + REDUCE_GRID_PER_PROBE]),
+        depth=int(rng.integers(1, 3)), residual=True,
+    )  # fmt: skip
+
+
 def _draw_narrow_convnext(rng: np.random.Generator, seed: int) -> ProbeSpec:
     width = _log_width(rng, *NARROW_CONVNEXT_WIDTHS)
     return ProbeSpec(
@@ -782,7 +810,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             or ``heads`` (attention maps mixed over 2-16 heads with the heads innermost, or keys normalised over the
             token axis: CaiT's and CoaT's layouts) or ``branches`` (branches summed over their own axis and weighed by
             a Softmax over it: ResNeSt's split attention, SKNet's selective kernels, MobileViTv2's linear attention)
-            or ``prenorm`` (convolutions with no bias after a norm or an activation, and 16-channel grouped ones).
+            or ``prenorm`` (convolutions with no bias after a norm or an activation, and 16-channel grouped ones)
+            or ``reduce_grid`` (the ``reductions`` space's ops over each of its axes, every pair in 18 seeds).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample (the space's own caps
@@ -799,7 +828,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "recurrent": _draw_recurrent, "image_io": _draw_image_io, "tokens": _draw_tokens,
         "norms": _draw_norms, "resize": _draw_resize, "heads": _draw_heads,
         "branches": _draw_branches, "reductions": _draw_reductions, "narrow_convnext": _draw_narrow_convnext,
-        "prenorm": _draw_prenorm,
+        "prenorm": _draw_prenorm, "reduce_grid": _draw_reduce_grid,
     }.get(space)  # fmt: skip
     most_macs, largest = SPACE_CAPS.get(space, (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS))
     if draw_once is None:
@@ -1140,7 +1169,13 @@ def build_probe_network(seed: int, num_classes: int = 1000, space: str = "cells"
                 gx = torch.norm(y, p=2, dim=(1, 2), keepdim=True)
                 y = self.gamma * (y * (gx / (gx.mean(dim=-1, keepdim=True) + 1e-6))) + self.beta + y
                 return self.down(y).permute(0, 3, 1, 2)
-            op, layout, axes_text = spec.mode.split("/")
+            for reduction in spec.mode.split("+"):  # one or more, each gating the map in turn
+                x = self._gated(x, reduction)
+            return x
+
+        @staticmethod
+        def _gated(x: torch.Tensor, reduction: str) -> torch.Tensor:
+            op, layout, axes_text = reduction.split("/")
             axes = tuple(int(a) for a in axes_text.split("-"))
             y = x.permute(0, 2, 3, 1) if layout == "last" else x
             if op == "sum":

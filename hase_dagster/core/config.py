@@ -93,6 +93,7 @@ ProbeSpace = Literal[
     "reductions",
     "narrow_convnext",
     "prenorm",
+    "reduce_grid",
 ]
 
 
