@@ -234,6 +234,24 @@ def test_a_convolution_without_a_bias_is_told_from_one_with_a_bias() -> None:
     assert conv(True, "MatMul")["conv_bias"] == 0
 
 
+def test_a_reduction_says_whether_ort_runs_it_as_a_matrix_reduction() -> None:
+    # ORT's CUDA EP reduces a sum or mean over leading or trailing axes in its own kernel, anything else in cuDNN's
+    def reduce(op_type: str, in_shape: list[int], out_shape: list[int], axes: list[int] | None) -> int:
+        kernel = {"family": op_type, "op_type": op_type, "outputs": [{"shape": out_shape}],
+                  "inputs": [{"name": "x", "dtype": "float", "shape": in_shape, "weight": False}],
+                  "attributes": {"axes": axes} if axes is not None else {}}  # fmt: skip
+        return int(kernel_features(kernel)["reduce_matrix_path"])
+
+    spatial = ([64, 160, 56, 56], [64, 160, 1, 1])
+    assert reduce("ReduceMean", *spatial, [2, 3]) == 1 and reduce("ReduceMean", *spatial, [-2, -1]) == 1
+    assert reduce("ReduceSum", *spatial, None) == 1  # its axes an input: read off the kept dims
+    assert reduce("ReduceL2", *spatial, [2, 3]) == 0 and reduce("ReduceMax", *spatial, [2, 3]) == 0  # ConvNeXtV2
+    assert reduce("ReduceMean", [64, 160, 56, 56], [64, 1, 56, 56], [1]) == 0  # a middle axis: cuDNN
+    assert reduce("ReduceMean", [1, 160, 56, 56], [1, 1, 56, 56], [1]) == 1  # leading once batch 1 is dropped
+    assert reduce("ReduceMean", [64, 160], [64], [1]) == 1  # trailing, the rank dropped
+    assert reduce("Add", *spatial, None) == 0
+
+
 def _pads(bytes_moved: np.ndarray, changed: tuple[int, ...]) -> pd.DataFrame:
     """Feature rows of synthetic pads moving ``bytes_moved`` bytes (half in, half out) on one path."""
     frame = pd.DataFrame(0.0, index=range(len(bytes_moved)), columns=list(NUMERIC_FEATURES))

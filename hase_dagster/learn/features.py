@@ -61,7 +61,15 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     # over the output, so a bias-free one (after a norm, not before one: VisFormer's) is that pass shorter; on the
     # H100 VisFormer-tiny's bias-free 1x1 convolutions ran at 42-96 TFLOPS (results/gpu-general/user-kernels).
     "conv_bias",
+    # Whether ORT's CUDA EP runs a reduction as a matrix reduction (its own kernel) rather than cuDNN's generic one:
+    # a ReduceSum or ReduceMean whose reduced axes, size-1 dims dropped, are the leading or the trailing ones
+    # (``get_applicable_matrix_reduction``, ORT 1.31). On the H100 a ReduceMean over the spatial axes of a
+    # channels-first map ran at 1.1-1.7 TB/s, a ReduceL2 or ReduceMax over the same axes at 130-240 GB/s
+    # (ConvNeXtV2's global response norm, predicted 37% fast: results/gpu-general/README.md, "Reduce grid").
+    "reduce_matrix_path",
 )
+# The reductions that may take ORT's CUDA matrix path (cuDNN's ADD op: a mean is a sum scaled).
+MATRIX_REDUCTION_OPS: frozenset[str] = frozenset({"ReduceSum", "ReduceMean"})
 CONV_OPS: frozenset[str] = frozenset({"Conv", "FusedConv", "ConvTranspose", "NhwcConv", "QLinearConv", "ConvInteger"})
 CATEGORICAL_FEATURES: tuple[str, ...] = ("family", "op")
 # ONNX's broadcasting elementwise ops: ORT's CUDA and CPU kernels stream the larger operand and broadcast the
@@ -157,6 +165,31 @@ def kernel_family(kernel: Mapping[str, Any]) -> str:
     return feature_family(str(kernel["family"]), rank, _mode(attributes))
 
 
+def reduced_axes(in_shape: Sequence[int], out_shape: Sequence[int], attributes: Mapping[str, Any]) -> list[int] | None:
+    """The axes a reduction reduces, non-negative: its ``axes`` attribute, else the dims its output kept as 1 (a
+    ReduceSum's axes are an input, folded into a weight); None where neither says (no dims kept)."""
+    rank = len(in_shape)
+    axes = attributes.get("axes")
+    if isinstance(axes, list) and axes:
+        return sorted(int(a) % rank for a in axes) if rank else None
+    if rank and len(out_shape) == rank:
+        return [i for i, (a, b) in enumerate(zip(in_shape, out_shape)) if a != b]
+    return None
+
+
+def takes_matrix_reduction(op_type: str, in_shape: Sequence[int], axes: Sequence[int] | None) -> bool:
+    """Whether ORT's CUDA EP reduces ``in_shape`` over ``axes`` with its matrix reduction: a ReduceSum or
+    ReduceMean whose reduced axes, the size-1 dims dropped, are a leading or trailing run of what is left."""
+    if op_type not in MATRIX_REDUCTION_OPS or not axes:
+        return False
+    kept = [i for i, d in enumerate(in_shape) if d != 1]
+    reduced = [kept.index(a) for a in axes if a in kept]
+    if not reduced or len(reduced) == len(kept):
+        return False
+    run = sorted(reduced) == list(range(min(reduced), max(reduced) + 1))
+    return run and (min(reduced) == 0 or max(reduced) == len(kept) - 1)
+
+
 def _mode(attributes: Mapping[str, Any]) -> str:
     mode = attributes.get("mode", "")
     return mode.decode() if isinstance(mode, bytes) else str(mode)
@@ -223,6 +256,9 @@ def kernel_features(
         "precision_fp16": int(precision == "fp16"),
         "precision_int8": int(precision == "int8"),
         "conv_bias": int(kernel.get("op_type") in CONV_OPS and any(len(t["shape"]) == 1 for t in weights)),
+        "reduce_matrix_path": int(
+            takes_matrix_reduction(str(kernel.get("op_type")), first_in, reduced_axes(first_in, first_out, attributes))
+        ),
         "family": (
             feature_family(kernel["family"], len(first_in), _mode(attributes)) if family_variants else kernel["family"]
         ),
