@@ -72,6 +72,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import cache
 from typing import Any, get_args
 
 import numpy as np
@@ -740,13 +741,15 @@ def _draw_reductions(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
-def reduce_grid_modes() -> list[str]:
-    """The ``reduce_grid`` space's 36 reductions (``OP/LAYOUT/AXES``) in their fixed order."""
+@cache
+def reduce_grid_modes() -> tuple[str, ...]:
+    """The ``reduce_grid`` space's 36 reductions (``OP/LAYOUT/AXES``) in their fixed order (made once: a probe that
+    misses its caps is drawn again)."""
     modes = [
         f"{op}/{layout}/{'-'.join(str(a) for a in axes)}" for op in REDUCTION_OPS for layout, axes in REDUCTION_AXES
     ]
     order = np.random.default_rng(REDUCE_GRID_ORDER_SEED).permutation(len(modes))
-    return [modes[i] for i in order]
+    return tuple(modes[i] for i in order)
 
 
 def _draw_reduce_grid(rng: np.random.Generator, seed: int) -> ProbeSpec:

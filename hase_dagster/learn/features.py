@@ -177,10 +177,15 @@ def reduced_axes(in_shape: Sequence[int], out_shape: Sequence[int], attributes: 
     return None
 
 
-def takes_matrix_reduction(op_type: str, in_shape: Sequence[int], axes: Sequence[int] | None) -> bool:
-    """Whether ORT's CUDA EP reduces ``in_shape`` over ``axes`` with its matrix reduction: a ReduceSum or
-    ReduceMean whose reduced axes, the size-1 dims dropped, are a leading or trailing run of what is left."""
-    if op_type not in MATRIX_REDUCTION_OPS or not axes:
+def takes_matrix_reduction(
+    op_type: str, in_shape: Sequence[int], out_shape: Sequence[int], attributes: Mapping[str, Any]
+) -> bool:
+    """Whether ORT's CUDA EP runs this kernel with its matrix reduction: a ReduceSum or ReduceMean whose reduced axes
+    (:func:`reduced_axes`), the size-1 dims dropped, are a leading or trailing run of what is left."""
+    if op_type not in MATRIX_REDUCTION_OPS:  # the axes are read for reductions only: this runs for every kernel
+        return False
+    axes = reduced_axes(in_shape, out_shape, attributes)
+    if not axes:
         return False
     kept = [i for i, d in enumerate(in_shape) if d != 1]
     reduced = [kept.index(a) for a in axes if a in kept]
@@ -256,9 +261,7 @@ def kernel_features(
         "precision_fp16": int(precision == "fp16"),
         "precision_int8": int(precision == "int8"),
         "conv_bias": int(kernel.get("op_type") in CONV_OPS and any(len(t["shape"]) == 1 for t in weights)),
-        "reduce_matrix_path": int(
-            takes_matrix_reduction(str(kernel.get("op_type")), first_in, reduced_axes(first_in, first_out, attributes))
-        ),
+        "reduce_matrix_path": int(takes_matrix_reduction(str(kernel.get("op_type")), first_in, first_out, attributes)),
         "family": (
             feature_family(kernel["family"], len(first_in), _mode(attributes)) if family_variants else kernel["family"]
         ),

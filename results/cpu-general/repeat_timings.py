@@ -65,9 +65,8 @@ def main() -> int:
         }
         if len(repeats) >= 2:
             spread = group[["mean_ms", *repeats]]
-            row["largest / smallest timing"] = f"{(spread.max(axis=1) / spread.min(axis=1)).min():.2f}-" + (
-                f"{(spread.max(axis=1) / spread.min(axis=1)).max():.2f}"
-            )
+            ratio = spread.max(axis=1) / spread.min(axis=1)
+            row["largest / smallest timing"] = f"{ratio.min():.2f}-{ratio.max():.2f}"
             row["timings within 10 % of their median %"] = round(
                 float(((spread.div(group.all_ms, axis=0) - 1).abs() <= 0.10).to_numpy().mean() * 100)
             )
