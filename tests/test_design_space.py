@@ -595,13 +595,19 @@ def _reduced_axes(graph: Any, op: str) -> list[list[int]]:
 
 
 def test_the_reduce_grid_space_covers_every_reduction_in_18_seeds(tmp_path: Path) -> None:
-    """Any 18 consecutive seeds draw each of the 36 (op, layout, axes) reductions once, two to a probe; a probe
-    exports both, each Reduce node over the axes its mode names (ConvNeXtV2's ReduceL2 over a channels-first map's
+    """Any 18 consecutive seeds draw each of the 36 (op, layout, axes) reductions once, two to a probe, in both grids
+    (``reduce_grid_wide`` on maps 1-8 times a network stage's width at their side); a probe exports both, each Reduce node over the axes its mode names (ConvNeXtV2's ReduceL2 over a channels-first map's
     spatial axes among them)."""
     for start in (0, 19000):
         modes = [m for s in range(start, start + 18) for m in draw_probe(s, "reduce_grid").mode.split("+")]
         assert len(modes) == 36 and len(set(modes)) == 36
         assert {m.split("/")[0] for m in modes} == {"sum", "mean", "l2", "max"}
+        wide = [draw_probe(s, "reduce_grid_wide") for s in range(start, start + 18)]
+        assert [p.mode for p in wide] == [draw_probe(s, "reduce_grid").mode for s in range(start, start + 18)]
+    stage_widths = {7: 512, 14: 256, 28: 128, 56: 64}  # a network stage's channels at each side
+    wide = [draw_probe(s, "reduce_grid_wide") for s in range(200)]
+    assert all(stage_widths[p.resolution] <= p.width <= min(2048, 8 * stage_widths[p.resolution]) for p in wide)
+    assert max(p.width for p in wide if p.resolution == 7) == 2048 and min(p.width for p in wide) < 128
     seed = next(s for s in range(18) if "l2/first/2-3" in draw_probe(s, "reduce_grid").mode)
     probe = draw_probe(seed, "reduce_grid")
     graph, _ = _probe_graph(seed, "reduce_grid", 2, tmp_path)

@@ -133,6 +133,12 @@ REDUCTION_RESOLUTIONS = (7, 14, 28, 56)
 # (REDUCE_GRID_ORDER_SEED), two to a probe: seed s takes pair s mod 18, so 18 consecutive seeds cover all of them.
 REDUCE_GRID_ORDER_SEED = 20261128
 REDUCE_GRID_PER_PROBE = 2
+# The ``reduce_grid_wide`` space: the same pairs in the same order, each on a map as wide as real networks make it at
+# that resolution (a stage's width times 1-8, as MLP expansions and attention widen it: 64-512 channels at 56 px,
+# 512-2048 at 7 px). ``reduce_grid``'s widths are 32-768 at any resolution, and its one ReduceL2 over a channels-first
+# map's spatial axes was 48 channels at 56 px where ConvNeXtV2's GRN reduces 160 at 56 px to 1280 at 7 px.
+REDUCE_GRID_WIDE_BASE = 64 * 56  # channels x side of a stage (ResNet's 64 at 56 px, 512 at 7 px)
+REDUCE_GRID_WIDE_MAX = 2048
 # The ``narrow_convnext`` space: ConvNeXt blocks 16-96 channels wide (ConvNeXt-atto/femto/pico, EdgeNeXt's first
 # stages), whose channels-last LayerNorm runs over rows shorter than any transformer's: on the H100 ConvNeXtV2-atto's
 # 17 LayerNorms over 40-320 channels took 1.02 ms at batch 64 where the bundle, with no row under 64 channels,
@@ -763,6 +769,19 @@ def _draw_reduce_grid(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_reduce_grid_wide(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    modes = reduce_grid_modes()
+    first = (seed % (len(modes) // REDUCE_GRID_PER_PROBE)) * REDUCE_GRID_PER_PROBE
+    resolution = int(rng.choice(REDUCTION_RESOLUTIONS))
+    stage_width = REDUCE_GRID_WIDE_BASE // resolution
+    width = min(REDUCE_GRID_WIDE_MAX, _log_width(rng, stage_width, 8 * stage_width))
+    return ProbeSpec(
+        seed, "reductions", resolution, width, width,
+        mode="+".join(modes[first : first + REDUCE_GRID_PER_PROBE]),
+        depth=int(rng.integers(1, 3)), residual=True,
+    )  # fmt: skip
+
+
 def _draw_narrow_convnext(rng: np.random.Generator, seed: int) -> ProbeSpec:
     width = _log_width(rng, *NARROW_CONVNEXT_WIDTHS)
     return ProbeSpec(
@@ -814,7 +833,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             token axis: CaiT's and CoaT's layouts) or ``branches`` (branches summed over their own axis and weighed by
             a Softmax over it: ResNeSt's split attention, SKNet's selective kernels, MobileViTv2's linear attention)
             or ``prenorm`` (convolutions with no bias after a norm or an activation, and 16-channel grouped ones)
-            or ``reduce_grid`` (the ``reductions`` space's ops over each of its axes, every pair in 18 seeds).
+            or ``reduce_grid`` (the ``reductions`` space's ops over each of its axes, every pair in 18 seeds) or
+            ``reduce_grid_wide`` (the same pairs on maps 1-8 times a network stage's width at their resolution).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample (the space's own caps
@@ -832,6 +852,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "norms": _draw_norms, "resize": _draw_resize, "heads": _draw_heads,
         "branches": _draw_branches, "reductions": _draw_reductions, "narrow_convnext": _draw_narrow_convnext,
         "prenorm": _draw_prenorm, "reduce_grid": _draw_reduce_grid,
+        "reduce_grid_wide": _draw_reduce_grid_wide,
     }.get(space)  # fmt: skip
     most_macs, largest = SPACE_CAPS.get(space, (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS))
     if draw_once is None:

@@ -94,6 +94,7 @@ ProbeSpace = Literal[
     "narrow_convnext",
     "prenorm",
     "reduce_grid",
+    "reduce_grid_wide",
 ]
 
 
