@@ -442,3 +442,45 @@ def test_rows_of_a_slow_2d_batch_norm_leave_the_4d_ones_at_their_own_speed() -> 
     assert regressor.knows("BatchNormalization", rows_kernel) and regressor.knows("BatchNormalization", map_kernel)
     only_4d = train_regressor(frame[frame["instance_id"].str.startswith("m")], "cuda", kind="xgboost")
     assert only_4d.knows("BatchNormalization", map_kernel) and not only_4d.knows("BatchNormalization", rows_kernel)
+
+
+def test_a_gpu_regressor_adds_the_conv_bias_pass_that_bias_free_convolutions_skip(tmp_path: Path) -> None:
+    """On a device whose Conv adds its bias in a second pass over the output (2.5 TB/s streaming, as large ReLUs
+    show), a regressor for ``cuda`` trained on many biased and few bias-free convolutions predicts bias-free ones
+    without the pass; the same kind for ``cpu`` (no pass) and plain XGBoost charge them for it."""
+    rng = np.random.default_rng(0)
+    bandwidth = 2.5e12  # bytes a second
+
+    def convs(n: int, bias: int) -> tuple[pd.DataFrame, np.ndarray]:
+        frame = _kernels(np.exp(rng.uniform(np.log(1e8), np.log(2e10), n)))
+        frame["log_output_bytes"] = np.log1p(np.exp(rng.uniform(np.log(5e6), np.log(4e8), n)))
+        frame["conv_bias"] = bias
+        output = np.expm1(frame["log_output_bytes"].to_numpy())
+        conv_ms = 0.004 + np.expm1(frame["log_flops"].to_numpy()) / 60e12 * 1e3 + output / bandwidth * 1e3
+        return frame, conv_ms + bias * 2 * output / bandwidth * 1e3
+
+    def relus(n: int) -> tuple[pd.DataFrame, np.ndarray]:
+        frame = _kernels(np.full(n, 1e6), "Relu", ".Relu")
+        moved = np.exp(rng.uniform(np.log(2e7), np.log(8e8), n))
+        frame["log_input_bytes"] = frame["log_output_bytes"] = np.log1p(moved)
+        return frame, 0.003 + 2 * moved / bandwidth * 1e3
+
+    parts = [convs(600, 1), convs(12, 0), relus(40)]
+    frame = pd.concat([p[0] for p in parts], ignore_index=True)
+    families, ops = ["Conv", "Relu"], [".Conv", ".Relu"]
+    x, y = as_matrix(frame, families, ops, LOAD), np.log(np.concatenate([p[1] for p in parts]))
+    layout = _layout(families, ops)
+    gpu = make_estimator("xgboost_recurrent_base", layout, "cuda").fit(x, y)
+    cpu = make_estimator("xgboost_recurrent_base", layout, "cpu").fit(x, y)
+    test, truth = convs(200, 0)
+    x_test = as_matrix(test, families, ops, LOAD)
+    gpu_error = np.exp(gpu.predict(x_test)) / truth - 1
+    cpu_error = np.exp(cpu.predict(x_test)) / truth - 1
+    assert np.median(np.abs(gpu_error)) < 0.08 and np.median(cpu_error) > max(0.1, 3 * np.median(np.abs(gpu_error)))
+    # the biased ones stay right, and a saved model loads with its bandwidth
+    biased, biased_truth = convs(200, 1)
+    x_biased = as_matrix(biased, families, ops, LOAD)
+    assert np.median(np.abs(np.exp(gpu.predict(x_biased)) / biased_truth - 1)) < 0.08
+    entry = gpu.save(tmp_path, "mean_ms")
+    assert abs(entry["bias_pass_gbps"] - 2500) < 150 and "bias_pass_gbps" not in cpu.save(tmp_path, "cpu")
+    assert np.allclose(load_estimator(layout, entry, tmp_path).predict(x_test), gpu.predict(x_test))

@@ -11,7 +11,8 @@ Every estimator predicts log(ms) from the feature matrix and saves itself into a
   correction learned on log(measured / base). Trees alone are flat outside the shapes they were
   trained on; the base carries the extrapolation and the trees only the shape-specific residual;
 - :class:`PathRateBoosted`: XGBoost with a feature from each movement path's measured rate;
-- :class:`RecurrentBaseBoosted`: XGBoost whose LSTM/GRU/RNN rows are a per-step base times the trees' correction.
+- :class:`RecurrentBaseBoosted`: XGBoost whose LSTM/GRU/RNN rows are a per-step base times the trees' correction,
+  and on a GPU EP whose biased convolutions are the trees' convolution plus :class:`ConvBiasPass`'s bias pass.
 """
 
 from __future__ import annotations
@@ -633,6 +634,70 @@ class PathRateBoosted:
 RECURRENT_GATES: dict[str, int] = {"LSTM": 4, "GRU": 3, "RNN": 1}
 
 
+# Single-input elementwise ops whose large rows read the device's streaming bandwidth (one read, one write).
+STREAMING_OPS = ("Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Neg", "Abs", "Sqrt", "Reciprocal", "HardSigmoid")
+# Rows whose output is at least this many bytes stream at the device's bandwidth (smaller ones are launch-bound).
+STREAMING_MIN_OUTPUT_BYTES = 16e6
+
+
+class ConvBiasPass:
+    """The pass ORT's CUDA Conv makes over its output to add a bias, apart from the convolution itself.
+
+    ORT's CUDA Conv runs cuDNN's convolution and then, where the node has a bias, ``cudnnAddTensor`` over the whole
+    output: one more read and write of it. Every convolution with BatchNorm folded into it has a bias, so the tables
+    hold few without one (pre-activation networks' BatchNorm-ReLU-Conv, 45 of 1,394 H100 Conv rows at batch 64), and
+    the trees predicted those as if they paid the pass: ResNetV2-50's bias-free 1x1 convolutions at 2-3x their time
+    (results/gpu-general/user-kernels-b). On the H100 tables' memory-bound convolutions the biased ones reach at most
+    2.8 TB/s counting three passes over the output and the bias-free ones the same counting one. Model:
+    ``pass ms = 2 x output bytes / bandwidth``, the bandwidth the median over the training rows of large (at least
+    :data:`STREAMING_MIN_OUTPUT_BYTES`) idle single-input elementwise kernels (:data:`STREAMING_OPS`, input plus
+    output bytes over time). The trees learn every convolution without its pass (a biased row's time less the pass,
+    at least a quarter of it), and a biased convolution is predicted as the trees' time plus the pass.
+    """
+
+    def __init__(self, layout: FeatureLayout, bandwidth_gbps: float = 0.0) -> None:
+        self.layout = layout
+        self.bandwidth_gbps = bandwidth_gbps  # 0: not fitted (too few streaming rows, or no conv_bias column)
+
+    def _ops(self, x: np.ndarray) -> np.ndarray:
+        names = np.array([*(op.rsplit(".", 1)[-1] for op in self.layout.ops), ""], dtype=object)
+        return names[self.layout.op_index(x)]
+
+    def _bytes(self, x: np.ndarray, name: str) -> np.ndarray:
+        return np.expm1(self.layout.column(x, name))
+
+    def fit(self, x: np.ndarray, y: np.ndarray) -> ConvBiasPass:
+        """Fit the bandwidth on ``x``'s streaming rows; leave it 0 where fewer than MIN_CLASS_ROWS exist."""
+        self.bandwidth_gbps = 0.0
+        if "conv_bias" not in self.layout.columns:
+            return self
+        load = self.layout.max_load(x)
+        output = self._bytes(x, "log_output_bytes")
+        streaming = (
+            np.isin(self._ops(x), STREAMING_OPS) & (load <= load.min() + 10.0) & (output >= STREAMING_MIN_OUTPUT_BYTES)
+        )
+        if streaming.sum() >= MIN_CLASS_ROWS:
+            moved = self._bytes(x[streaming], "log_input_bytes") + output[streaming]
+            self.bandwidth_gbps = float(np.median(moved / np.exp(y[streaming]) / 1e6))
+        return self
+
+    def pass_ms(self, x: np.ndarray) -> np.ndarray:
+        """Each row's bias pass in ms: 0 for any row but a biased Conv, or when not fitted."""
+        if self.bandwidth_gbps <= 0:
+            return np.zeros(len(x))
+        biased = (self._ops(x) == "Conv") & (self.layout.column(x, "conv_bias") > 0)
+        return np.where(biased, 2 * self._bytes(x, "log_output_bytes") / (self.bandwidth_gbps * 1e6), 0.0)
+
+    def without_pass(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """log(ms) of ``y`` less each row's pass (at least a quarter of the row's time is left)."""
+        ms = np.exp(y)
+        return np.log(np.maximum(ms - self.pass_ms(x), 0.25 * ms))
+
+    def with_pass(self, x: np.ndarray, log_ms: np.ndarray) -> np.ndarray:
+        """log(ms) of the trees' ``log_ms`` plus each row's pass."""
+        return np.log(np.exp(log_ms) + self.pass_ms(x))
+
+
 class RecurrentBaseBoosted:
     """XGBoost (or the roofline's XGBoost), with a per-step model for its recurrent rows (LSTM, GRU, RNN).
 
@@ -646,15 +711,17 @@ class RecurrentBaseBoosted:
     FLOPs 2 x batch x gates x hidden x (input + hidden). Recurrent rows are predicted by it alone: trees on its
     residual learned the batch-16 timings' scatter (26.5% on shapes held out). Every other row is the ``rest``
     estimator (XGBoost, kind ``xgboost_recurrent_base``; the roofline's, ``roofline_xgboost_recurrent_base``), trained
-    without the recurrent rows. Trained only when asked for by name (not in :data:`KINDS`).
+    without the recurrent rows. With ``bias_pass`` (a GPU EP's regressor), those trees learn convolutions without
+    the bias pass and :class:`ConvBiasPass` adds it back. Trained only when asked for by name (not in :data:`KINDS`).
     """
 
-    def __init__(self, layout: FeatureLayout, rest: Estimator | None = None) -> None:
+    def __init__(self, layout: FeatureLayout, rest: Estimator | None = None, bias_pass: bool = False) -> None:
         self.layout = layout
         self.pooled = np.zeros(3)  # a (ms), b (ms a step), c (ms a step per step GFLOP)
         self.load_slope = 0.0  # under load the base runs (1 + slope x load / 100) times longer
         self.trees: Estimator = rest if rest is not None else Boosted()
         self.kind = f"{self.trees.kind}_recurrent_base"
+        self.bias_pass = ConvBiasPass(layout) if bias_pass else None
 
     def _ops(self, x: np.ndarray) -> np.ndarray:
         """Each row's recurrent op (LSTM, GRU, RNN), or "" for any other kernel."""
@@ -696,11 +763,17 @@ class RecurrentBaseBoosted:
             fit = least_squares(relative_error, x0=[np.log(0.1), np.log(0.01), np.log(0.01), 0.1]).x
             self.pooled, self.load_slope = np.exp(fit[:3]), float(fit[3])
         others = ~recurrent if self.pooled.any() else np.ones(len(x), dtype=bool)
-        self.trees.fit(x[others], y[others])
+        if self.bias_pass is not None:
+            self.bias_pass.fit(x, y)
+            self.trees.fit(x[others], self.bias_pass.without_pass(x[others], y[others]))
+        else:
+            self.trees.fit(x[others], y[others])
         return self
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         out = self.trees.predict(x)
+        if self.bias_pass is not None:
+            out = self.bias_pass.with_pass(x, out)
         if self.pooled.any():
             ops = self._ops(x)
             recurrent = ops != ""
@@ -714,11 +787,14 @@ class RecurrentBaseBoosted:
             "pooled": _floats(self.pooled),
             "load_slope": self.load_slope,
             "trees": self.trees.save(folder, f"{stem}.recurrent"),
+            **({"bias_pass_gbps": self.bias_pass.bandwidth_gbps} if self.bias_pass is not None else {}),
         }
 
     @classmethod
     def load(cls, layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> RecurrentBaseBoosted:
-        model = cls(layout, load_estimator(layout, entry["trees"], folder))
+        model = cls(layout, load_estimator(layout, entry["trees"], folder), bias_pass="bias_pass_gbps" in entry)
+        if model.bias_pass is not None:  # a model saved before the bias pass has none
+            model.bias_pass.bandwidth_gbps = float(entry["bias_pass_gbps"])
         model.pooled = np.array(entry["pooled"], dtype=float)
         model.load_slope = float(entry["load_slope"])
         return model
@@ -747,8 +823,9 @@ RECURRENT_BASE_KINDS: dict[str, str] = {
 ALL_KINDS: tuple[str, ...] = (*KINDS, PathRateBoosted.kind, *RECURRENT_BASE_KINDS)
 
 
-def make_estimator(kind: str, layout: FeatureLayout) -> Estimator:
-    """A fresh estimator of ``kind`` (one of :data:`ALL_KINDS`)."""
+def make_estimator(kind: str, layout: FeatureLayout, ep: str = "cpu") -> Estimator:
+    """A fresh estimator of ``kind`` (one of :data:`ALL_KINDS`) for rows of execution provider ``ep`` (a recurrent
+    base kind on ``cuda`` also models the CUDA Conv's bias pass, :class:`ConvBiasPass`)."""
     if kind == "flops_baseline":
         return FlopsBaseline(layout)
     if kind == "random_forest":
@@ -760,7 +837,7 @@ def make_estimator(kind: str, layout: FeatureLayout) -> Estimator:
     if kind == PathRateBoosted.kind:
         return PathRateBoosted(layout)
     if kind in RECURRENT_BASE_KINDS:
-        return RecurrentBaseBoosted(layout, make_estimator(RECURRENT_BASE_KINDS[kind], layout))
+        return RecurrentBaseBoosted(layout, make_estimator(RECURRENT_BASE_KINDS[kind], layout), bias_pass=ep == "cuda")
     raise ValueError(f"unknown regressor kind {kind!r}; known: {', '.join(ALL_KINDS)}")
 
 

@@ -193,7 +193,7 @@ def _train(
     layout = FeatureLayout({name: i for i, name in enumerate(numeric)}, len(numeric), families, ops)
     models: dict[str, Estimator] = {}
     for target in targets:
-        models[target] = make_estimator(kind, layout).fit(x, np.log(rows[target].to_numpy()))
+        models[target] = make_estimator(kind, layout, ep).fit(x, np.log(rows[target].to_numpy()))
     return LatencyRegressor(
         kind,
         ep,
