@@ -596,8 +596,8 @@ def _reduced_axes(graph: Any, op: str) -> list[list[int]]:
 
 def test_the_reduce_grid_space_covers_every_reduction_in_18_seeds(tmp_path: Path) -> None:
     """Any 18 consecutive seeds draw each of the 36 (op, layout, axes) reductions once, two to a probe, in both grids
-    (``reduce_grid_wide`` on maps 1-8 times a network stage's width at their side); a probe exports both, each Reduce node over the axes its mode names (ConvNeXtV2's ReduceL2 over a channels-first map's
-    spatial axes among them)."""
+    (``reduce_grid_wide`` on maps 1-8 times a network stage's width at their side); a probe exports both, each Reduce
+    node over the axes its mode names (ConvNeXtV2's ReduceL2 over a channels-first map's spatial axes among them)."""
     for start in (0, 19000):
         modes = [m for s in range(start, start + 18) for m in draw_probe(s, "reduce_grid").mode.split("+")]
         assert len(modes) == 36 and len(set(modes)) == 36
