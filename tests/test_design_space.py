@@ -697,3 +697,22 @@ def test_a_probe_the_ep_cannot_run_is_left_out_and_the_others_analysed(
     assert not dg.materialize(
         analysis_assets, partition_key="1", resources={"hase": hase}, instance=instance, raise_on_error=False
     ).success
+
+
+def test_the_grouped_expand_space_changes_a_groups_width(tmp_path: Path) -> None:
+    """Convolutions of 2-4 groups whose output per group is 1/4-6 times its input (CPUBone's): the exported probe
+    has a grouped Conv whose weight says so."""
+    probes = [draw_probe(seed, "grouped_expand") for seed in range(200)]
+    assert {p.groups for p in probes} == {2, 3, 4} and {p.cell for p in probes} == {"conv"}
+    ratios = {round(p.out_width / p.width, 2) for p in probes}
+    assert min(ratios) <= 0.5 and max(ratios) >= 4 and 1.0 not in ratios
+    seed = next(s for s, p in enumerate(probes) if p.out_width >= 4 * p.width and p.resolution >= 14)
+    graph, _ = _probe_graph(seed, "grouped_expand", 2, tmp_path)
+    weights = {i.name: list(i.dims) for i in graph.initializer}
+    grouped = [
+        (weights[n.input[1]], next(a.i for a in n.attribute if a.name == "group"))
+        for n in graph.node
+        if n.op_type == "Conv" and any(a.name == "group" and a.i > 1 for a in n.attribute)
+    ]
+    probe = probes[seed]
+    assert ([probe.out_width, probe.width // probe.groups, probe.kernel, probe.kernel], probe.groups) in grouped

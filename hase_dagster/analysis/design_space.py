@@ -139,6 +139,13 @@ REDUCE_GRID_PER_PROBE = 2
 # map's spatial axes was 48 channels at 56 px where ConvNeXtV2's GRN reduces 160 at 56 px to 1280 at 7 px.
 REDUCE_GRID_WIDE_BASE = 64 * 56  # channels x side of a stage (ResNet's 64 at 56 px, 512 at 7 px)
 REDUCE_GRID_WIDE_MAX = 2048
+# The ``grouped_expand`` space: convolutions of 2-4 wide groups whose output per group is 1/4-6 times the input per
+# group (CPUBone's grouped pointwise and stride-2 layers). Every other grouped space keeps a group's input and output
+# widths equal; on the H100 a 1x1 of 2 groups, 128 -> 512 channels a group at 7 px, ran 0.294 ms where a dense
+# 256 -> 1024 one of the same map ran 0.050 ms, and the bundle predicted 0.068 (results/gpu-general/user-kernels-b).
+GROUPED_EXPAND_GROUPS = (2, 2, 3, 4)
+GROUPED_EXPAND_RATIOS = (0.25, 0.5, 2.0, 3.0, 4.0, 6.0)
+GROUPED_EXPAND_GROUP_WIDTHS = (16, 256)
 # The ``narrow_convnext`` space: ConvNeXt blocks 16-96 channels wide (ConvNeXt-atto/femto/pico, EdgeNeXt's first
 # stages), whose channels-last LayerNorm runs over rows shorter than any transformer's: on the H100 ConvNeXtV2-atto's
 # 17 LayerNorms over 40-320 channels took 1.02 ms at batch 64 where the bundle, with no row under 64 channels,
@@ -782,6 +789,18 @@ def _draw_reduce_grid_wide(rng: np.random.Generator, seed: int) -> ProbeSpec:
     )  # fmt: skip
 
 
+def _draw_grouped_expand(rng: np.random.Generator, seed: int) -> ProbeSpec:
+    groups = int(rng.choice(GROUPED_EXPAND_GROUPS))
+    group_in = _log_width(rng, *GROUPED_EXPAND_GROUP_WIDTHS)
+    group_out = max(8, int(round(group_in * float(rng.choice(GROUPED_EXPAND_RATIOS)) / 8)) * 8)
+    resolution = int(rng.choice(REDUCTION_RESOLUTIONS))
+    stride = 2 if resolution >= 14 and rng.random() < 0.3 else 1
+    return ProbeSpec(
+        seed, "conv", resolution, groups * group_in, groups * group_out, int(rng.choice([1, 1, 3])), stride, groups,
+        activation=str(rng.choice(["relu", "hardswish", "silu", "none"])), depth=1,
+    )  # fmt: skip
+
+
 def _draw_narrow_convnext(rng: np.random.Generator, seed: int) -> ProbeSpec:
     width = _log_width(rng, *NARROW_CONVNEXT_WIDTHS)
     return ProbeSpec(
@@ -852,7 +871,7 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
         "norms": _draw_norms, "resize": _draw_resize, "heads": _draw_heads,
         "branches": _draw_branches, "reductions": _draw_reductions, "narrow_convnext": _draw_narrow_convnext,
         "prenorm": _draw_prenorm, "reduce_grid": _draw_reduce_grid,
-        "reduce_grid_wide": _draw_reduce_grid_wide,
+        "reduce_grid_wide": _draw_reduce_grid_wide, "grouped_expand": _draw_grouped_expand,
     }.get(space)  # fmt: skip
     most_macs, largest = SPACE_CAPS.get(space, (MAX_CELL_MACS, MAX_ACTIVATION_ELEMENTS))
     if draw_once is None:

@@ -95,6 +95,7 @@ ProbeSpace = Literal[
     "prenorm",
     "reduce_grid",
     "reduce_grid_wide",
+    "grouped_expand",
 ]
 
 
