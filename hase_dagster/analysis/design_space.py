@@ -853,7 +853,8 @@ def draw_probe(seed: int, space: str = "cells") -> ProbeSpec:
             a Softmax over it: ResNeSt's split attention, SKNet's selective kernels, MobileViTv2's linear attention)
             or ``prenorm`` (convolutions with no bias after a norm or an activation, and 16-channel grouped ones)
             or ``reduce_grid`` (the ``reductions`` space's ops over each of its axes, every pair in 18 seeds) or
-            ``reduce_grid_wide`` (the same pairs on maps 1-8 times a network stage's width at their resolution).
+            ``reduce_grid_wide`` (the same pairs on maps 1-8 times a network stage's width at their resolution) or
+            ``grouped_expand`` (convolutions of 2-4 groups whose output per group is 1/4-6 times their input).
 
     Returns:
         The probe's spec, within MAX_CELL_MACS and MAX_ACTIVATION_ELEMENTS per sample (the space's own caps
