@@ -765,26 +765,29 @@ def reduce_grid_modes() -> tuple[str, ...]:
     return tuple(modes[i] for i in order)
 
 
-def _draw_reduce_grid(rng: np.random.Generator, seed: int) -> ProbeSpec:
+def _reduce_grid_pair(seed: int) -> str:
+    """The two reductions (``MODE+MODE``) of :func:`reduce_grid_modes` that seed ``seed`` takes in either grid."""
     modes = reduce_grid_modes()
     first = (seed % (len(modes) // REDUCE_GRID_PER_PROBE)) * REDUCE_GRID_PER_PROBE
+    return "+".join(modes[first : first + REDUCE_GRID_PER_PROBE])
+
+
+def _draw_reduce_grid(rng: np.random.Generator, seed: int) -> ProbeSpec:
     width = _log_width(rng, 32, 768)
     return ProbeSpec(
         seed, "reductions", int(rng.choice(REDUCTION_RESOLUTIONS)), width, width,
-        mode="+".join(modes[first : first + REDUCE_GRID_PER_PROBE]),
+        mode=_reduce_grid_pair(seed),
         depth=int(rng.integers(1, 3)), residual=True,
     )  # fmt: skip
 
 
 def _draw_reduce_grid_wide(rng: np.random.Generator, seed: int) -> ProbeSpec:
-    modes = reduce_grid_modes()
-    first = (seed % (len(modes) // REDUCE_GRID_PER_PROBE)) * REDUCE_GRID_PER_PROBE
     resolution = int(rng.choice(REDUCTION_RESOLUTIONS))
     stage_width = REDUCE_GRID_WIDE_BASE // resolution
     width = min(REDUCE_GRID_WIDE_MAX, _log_width(rng, stage_width, 8 * stage_width))
     return ProbeSpec(
         seed, "reductions", resolution, width, width,
-        mode="+".join(modes[first : first + REDUCE_GRID_PER_PROBE]),
+        mode=_reduce_grid_pair(seed),
         depth=int(rng.integers(1, 3)), residual=True,
     )  # fmt: skip
 

@@ -81,6 +81,11 @@ class FeatureLayout:
     def column(self, x: np.ndarray, name: str) -> np.ndarray:
         return x[:, self.columns[name]]
 
+    def op_types(self, x: np.ndarray) -> np.ndarray:
+        """Each row's op type (``ops`` without its domain: ``Conv``, ``LSTM``), "" for an op never seen."""
+        names = np.array([*(op.rsplit(".", 1)[-1] for op in self.ops), ""], dtype=object)
+        return names[self.op_index(x)]
+
     def load_columns(self) -> list[int]:
         return [i for name, i in self.columns.items() if name.startswith("load_")]
 
@@ -659,10 +664,6 @@ class ConvBiasPass:
         self.layout = layout
         self.bandwidth_gbps = bandwidth_gbps  # 0: not fitted (too few streaming rows, or no conv_bias column)
 
-    def _ops(self, x: np.ndarray) -> np.ndarray:
-        names = np.array([*(op.rsplit(".", 1)[-1] for op in self.layout.ops), ""], dtype=object)
-        return names[self.layout.op_index(x)]
-
     def _bytes(self, x: np.ndarray, name: str) -> np.ndarray:
         return np.expm1(self.layout.column(x, name))
 
@@ -674,7 +675,9 @@ class ConvBiasPass:
         load = self.layout.max_load(x)
         output = self._bytes(x, "log_output_bytes")
         streaming = (
-            np.isin(self._ops(x), STREAMING_OPS) & (load <= load.min() + 10.0) & (output >= STREAMING_MIN_OUTPUT_BYTES)
+            np.isin(self.layout.op_types(x), STREAMING_OPS)
+            & (load <= load.min() + 10.0)
+            & (output >= STREAMING_MIN_OUTPUT_BYTES)
         )
         if streaming.sum() >= MIN_CLASS_ROWS:
             moved = self._bytes(x[streaming], "log_input_bytes") + output[streaming]
@@ -685,7 +688,7 @@ class ConvBiasPass:
         """Each row's bias pass in ms: 0 for any row but a biased Conv, or when not fitted."""
         if self.bandwidth_gbps <= 0:
             return np.zeros(len(x))
-        biased = (self._ops(x) == "Conv") & (self.layout.column(x, "conv_bias") > 0)
+        biased = (self.layout.op_types(x) == "Conv") & (self.layout.column(x, "conv_bias") > 0)
         return np.where(biased, 2 * self._bytes(x, "log_output_bytes") / (self.bandwidth_gbps * 1e6), 0.0)
 
     def without_pass(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -725,8 +728,7 @@ class RecurrentBaseBoosted:
 
     def _ops(self, x: np.ndarray) -> np.ndarray:
         """Each row's recurrent op (LSTM, GRU, RNN), or "" for any other kernel."""
-        names = np.array([*(op.rsplit(".", 1)[-1] for op in self.layout.ops), ""], dtype=object)
-        ops = names[self.layout.op_index(x)]
+        ops = self.layout.op_types(x)
         return np.where(np.isin(ops, list(RECURRENT_GATES)), ops, "")
 
     def _design(self, x: np.ndarray, ops: np.ndarray) -> np.ndarray:
