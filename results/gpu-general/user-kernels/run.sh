@@ -6,6 +6,8 @@
 #   BUDGET_S=480 bash results/gpu-general/user-kernels/run.sh          # gpu_user_kernels (VisFormer, RegNetZ, ConvNeXtV2)
 #   UK_PROFILE=gpu_user_kernels_b UK_DIR=/tmp/uk2 UK_NAME=user-kernels-b \
 #     UK_MODELS="regnetv_040 resnetv2_50 cpubone_b1_bfrobust" BUDGET_S=480 bash results/gpu-general/user-kernels/run.sh
+#   UK_PROFILE=gpu_user_kernels_c UK_DIR=/tmp/uk3 UK_NAME=user-kernels-c \
+#     UK_MODELS="nest_tiny_jx tnt_s_patch16_224 swinv2_tiny_window8_256" BUDGET_S=480 bash results/gpu-general/user-kernels/run.sh
 set -uo pipefail
 UK_PROFILE=${UK_PROFILE:-gpu_user_kernels}
 UK_DIR=${UK_DIR:-/tmp/uk}
