@@ -252,6 +252,24 @@ def test_a_reduction_says_whether_ort_runs_it_as_a_matrix_reduction() -> None:
     assert reduce("Add", *spatial, None) == 0
 
 
+def test_a_row_wise_kernel_says_how_long_its_rows_are_and_what_follows_its_axis() -> None:
+    # ORT's CUDA Softmax over the last axis streams; over another axis (attention over the tokens) it runs several
+    # times slower, and a LayerNormalization over short rows slower per byte than over long ones
+    def rows(op_type: str, shape: list[int], attributes: dict[str, int]) -> tuple[int, int]:
+        kernel = {"family": op_type, "op_type": op_type, "outputs": [{"shape": shape}], "attributes": attributes,
+                  "inputs": [{"name": "x", "dtype": "float", "shape": shape, "weight": False}]}  # fmt: skip
+        features = kernel_features(kernel)
+        return int(features["axis_length"]), int(features["axis_inner"])
+
+    assert rows("Softmax", [64, 6, 197, 197], {}) == (197, 1)  # the default axis: the last
+    assert rows("Softmax", [64, 6, 197, 197], {"axis": -1}) == rows("Softmax", [64, 6, 197, 197], {"axis": 3})
+    assert rows("Softmax", [16, 256, 6, 64], {"axis": 1}) == (256, 6 * 64)
+    assert rows("LogSoftmax", [8, 1000], {"axis": 0}) == (8, 1000)
+    assert rows("LayerNormalization", [12544, 16, 24], {}) == (24, 1)
+    assert rows("LayerNormalization", [64, 197, 384], {"axis": 1}) == (197 * 384, 1)  # every dim from the axis on
+    assert rows("Relu", [64, 6, 197, 197], {"axis": 1}) == (0, 0)
+
+
 def _pads(bytes_moved: np.ndarray, changed: tuple[int, ...]) -> pd.DataFrame:
     """Feature rows of synthetic pads moving ``bytes_moved`` bytes (half in, half out) on one path."""
     frame = pd.DataFrame(0.0, index=range(len(bytes_moved)), columns=list(NUMERIC_FEATURES))

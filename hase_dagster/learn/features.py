@@ -67,6 +67,22 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     # channels-first map ran at 1.1-1.7 TB/s, a ReduceL2 or ReduceMax over the same axes at 130-240 GB/s
     # (ConvNeXtV2's global response norm, predicted 37% fast: results/gpu-general/README.md, "Reduce grid").
     "reduce_matrix_path",
+    # A row-wise kernel's rows (:data:`AXIS_OPS`): the elements along its axis (a LayerNormalization's: every dim
+    # from its axis on) and the elements after that axis (1 for the last). On the H100 ORT's CUDA Softmax over the
+    # last axis ran at 1.5-3.0 TB/s and over any other (EfficientViT-style attention over tokens) at 160-590 GB/s,
+    # and a LayerNormalization over 24 elements at about 275 GB/s against 1.3-1.8 TB/s over 256-4,096: with neither
+    # feature the trees could not tell them apart and predicted the other-axis Softmax rows 22-47% fast in sample.
+    "axis_length",
+    "axis_inner",
+)
+# Row-wise ops whose ``axis`` attribute (default -1, opset 13 on) sets the rows the kernel runs over.
+AXIS_OPS: frozenset[str] = frozenset(
+    {"Softmax", "LogSoftmax", "Hardmax", "LayerNormalization", "SkipLayerNormalization",
+     "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization"}
+)  # fmt: skip
+# Of those, the ones that normalise every dim from the axis on (the rest run along the one axis).
+TRAILING_AXIS_OPS: frozenset[str] = frozenset(
+    {"LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization", "SkipSimplifiedLayerNormalization"}
 )
 # The reductions that may take ORT's CUDA matrix path (cuDNN's ADD op: a mean is a sum scaled).
 MATRIX_REDUCTION_OPS: frozenset[str] = frozenset({"ReduceSum", "ReduceMean"})
@@ -195,6 +211,20 @@ def takes_matrix_reduction(
     return run and (min(reduced) == 0 or max(reduced) == len(kept) - 1)
 
 
+def axis_rows(op_type: str, in_shape: Sequence[int], attributes: Mapping[str, Any]) -> tuple[int, int]:
+    """(elements along the axis, elements after it) of a row-wise kernel (:data:`AXIS_OPS`), (0, 0) for any other
+    kernel or an input of unknown rank. A LayerNormalization's axis runs to the last dim (its rows are every dim
+    from the axis on, nothing after them)."""
+    rank = len(in_shape)
+    if op_type not in AXIS_OPS or not rank:
+        return 0, 0
+    axis = attributes.get("axis", -1)
+    axis = int(axis) % rank if isinstance(axis, int) else rank - 1
+    if op_type in TRAILING_AXIS_OPS:
+        return prod(in_shape[axis:]), 1
+    return int(in_shape[axis]), prod(in_shape[axis + 1 :])
+
+
 def _mode(attributes: Mapping[str, Any]) -> str:
     mode = attributes.get("mode", "")
     return mode.decode() if isinstance(mode, bytes) else str(mode)
@@ -262,6 +292,7 @@ def kernel_features(
         "precision_int8": int(precision == "int8"),
         "conv_bias": int(kernel.get("op_type") in CONV_OPS and any(len(t["shape"]) == 1 for t in weights)),
         "reduce_matrix_path": int(takes_matrix_reduction(str(kernel.get("op_type")), first_in, first_out, attributes)),
+        **dict(zip(("axis_length", "axis_inner"), axis_rows(str(kernel.get("op_type")), first_in, attributes))),
         "family": (
             feature_family(kernel["family"], len(first_in), _mode(attributes)) if family_variants else kernel["family"]
         ),
