@@ -69,9 +69,10 @@ NUMERIC_FEATURES: tuple[str, ...] = (
     "reduce_matrix_path",
     # A row-wise kernel's rows (:data:`AXIS_OPS`): the elements along its axis (a LayerNormalization's: every dim
     # from its axis on) and the elements after that axis (1 for the last). On the H100 ORT's CUDA Softmax over the
-    # last axis ran at 1.5-3.0 TB/s and over any other (EfficientViT-style attention over tokens) at 160-590 GB/s,
-    # and a LayerNormalization over 24 elements at about 275 GB/s against 1.3-1.8 TB/s over 256-4,096: with neither
-    # feature the trees could not tell them apart and predicted the other-axis Softmax rows 22-47% fast in sample.
+    # last axis ran at 1.3-3.0 TB/s and over any other (keys normalised over the tokens) at 160-590 GB/s, and a
+    # LayerNormalization over 24 elements at about 275 GB/s against 1.3-1.8 TB/s over 256-4,096: without these the
+    # trees blended the two Softmax paths, other-axis rows 25% fast and last-axis ones 11% slow (median, in sample;
+    # results/gpu-general/axis-rows.md).
     "axis_length",
     "axis_inner",
 )
