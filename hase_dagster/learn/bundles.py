@@ -595,6 +595,89 @@ def write_bundle(
     return out
 
 
+def calibrate_bundle(
+    source: Bundle,
+    tables: str | os.PathLike[str],
+    reference_tables: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    name: str,
+    device: str | None = None,
+) -> Path:
+    """Write bundle ``name`` at ``out``: ``source``'s predictor for another device of its EP, each kernel's time
+    scaled by the ratio learned from the kernels both devices timed (:mod:`hase_dagster.learn.device_calibration`).
+
+    Args:
+        source: the bundle to carry (not itself calibrated).
+        tables: exported tables of the new device (``hase report --export``), its kernel benchmarks of kernels that
+            ``reference_tables`` holds (profile ``gpu_device_calibration``).
+        reference_tables: the exported tables ``source`` was trained on.
+        out: the new bundle's folder.
+        name: its name.
+        device: the new device's name (default: the one its kernel benchmarks name).
+
+    Returns:
+        The bundle folder. Its fusion rules, loads by level and composition are ``source``'s; its evaluation is
+        empty (the source's figures are of the source's device).
+
+    Raises:
+        HaseError: ``source`` is calibrated already, a folder lacks the tables, or the devices share too few kernel
+            timings (:class:`hase_dagster.learn.reference_rows.CalibrationError`).
+    """
+    from dataclasses import replace
+
+    import pandas as pd
+
+    from hase_dagster.learn.reference_rows import device_calibration, resolve_reference_tables
+
+    regressor = source.predictor.regressor
+    if regressor.device_calibration is not None:
+        raise HaseError(
+            f"bundle {source.name} is calibrated already (from {regressor.device_calibration.source_device}): "
+            "calibrate the bundle it came from"
+        )
+
+    def benchmarks(folder: str | os.PathLike[str]) -> pd.DataFrame:
+        frame = pd.read_parquet(resolve_reference_tables(folder) / "kernel_benchmarks.parquet")
+        frame = frame[frame["ep"] == source.ep]
+        if frame.empty:
+            raise HaseError(f"{folder} holds no kernel benchmarks of the {source.ep} EP")
+        return frame
+
+    local, reference = benchmarks(tables), benchmarks(reference_tables)
+    if device is None:
+        device = str(local["device"].mode().iloc[0])
+    load_field = regressor.load_fields[0]
+    level_loads = [(level, float(load[load_field])) for level, load in sorted(source.levels.items())]
+    calibration = device_calibration(local, reference, device, str(source.document["device"]), level_loads)
+    predictor = Predictor(replace(regressor, device_calibration=calibration), source.predictor.composition)
+    provenance = {
+        **source.document.get("provenance", {}),
+        "calibrated_from": {
+            "bundle": source.name,
+            "device": source.document["device"],
+            "created": source.document["created"],
+            "tables": str(tables),
+            "reference_tables": str(reference_tables),
+            "pairs": calibration.pairs,
+            "median_ratio": calibration.median_ratio,
+            "cross_validated_error_pct": calibration.cross_validated_error_pct,
+        },
+    }
+    return write_bundle(
+        out,
+        name,
+        predictor,
+        source.levels,
+        device,
+        str(source.document["ort_version"]),
+        source.folder / RULES_FILE if source.rules is not None else None,
+        str(source.document.get("precision", "fp32")),
+        provenance,
+        {},
+        source.document.get("nchwc_block"),
+    )
+
+
 def _nchwc_block(given: int | None) -> int:
     """``given``, or this machine's ORT NCHWc block (ORT is imported only for a CPU bundle's export)."""
     if given is not None:
@@ -605,13 +688,14 @@ def _nchwc_block(given: int | None) -> int:
 
 
 def _add_tree_arrays(folder: Path) -> None:
-    """Give every XGBoost model of the predictor folder its trees as arrays (``with_tree_arrays``)
-    and check that they predict what XGBoost predicts."""
+    """Give every XGBoost model of the predictor folder its trees as arrays (``with_tree_arrays``), check that
+    they predict what XGBoost predicts, then remove XGBoost's model files: the bundle predicts with the arrays."""
     document_path = folder / PREDICTOR_FILE
     document = json.loads(document_path.read_text())
     before = Predictor.load(folder)
     targets = document["regressor"]["targets"]
-    document["regressor"]["targets"] = {target: with_tree_arrays(entry, folder) for target, entry in targets.items()}
+    targets_with_arrays = {target: with_tree_arrays(entry, folder) for target, entry in targets.items()}
+    document["regressor"]["targets"] = targets_with_arrays
     document_path.write_text(dumps(document))
     after = Predictor.load(folder)
     import numpy as np
@@ -623,6 +707,19 @@ def _add_tree_arrays(folder: Path) -> None:
         expected, got = estimator.predict(probe), after.regressor.models[target].predict(probe)
         if not np.array_equal(expected, got):
             raise HaseError(f"the {target} trees as arrays predict differently from XGBoost: not exported")
+    # The arrays predict what the model files do, bit for bit: a bundle ships the arrays alone (XGBoost's
+    # files of depth-7 trees are 3x their size; the data directory's predictor keeps them).
+    document["regressor"]["targets"] = {t: _without_model_files(e, folder) for t, e in targets_with_arrays.items()}
+    document_path.write_text(dumps(document))
+
+
+def _without_model_files(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A saved estimator ``entry`` whose XGBoost models that have tree arrays no longer name (nor leave in
+    ``folder``) their model files."""
+    if isinstance(entry.get("trees"), str) and "file" in entry:
+        (folder / entry["file"]).unlink(missing_ok=True)
+        return {k: v for k, v in entry.items() if k != "file"}
+    return {k: _without_model_files(v, folder) if isinstance(v, dict) and "kind" in v else v for k, v in entry.items()}
 
 
 def loads_by_level(store: Warehouse, ep: str) -> dict[float, dict[str, float]]:

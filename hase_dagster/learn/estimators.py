@@ -278,6 +278,11 @@ class Boosted:
         return np.asarray(self.booster.inplace_predict(x), dtype=float)
 
     def save(self, folder: Path, stem: str) -> dict[str, Any]:
+        """XGBoost's own model file; a model loaded from a bundle has its trees as arrays only, and saves those."""
+        if self.booster is None and self.trees is not None:
+            name = f"{stem}.xgb.trees.npz"
+            np.savez_compressed(folder / name, **self.trees)  # type: ignore[arg-type]  # stubs read **kwds as allow_pickle
+            return {"kind": self.kind, "trees": name}
         name = f"{stem}.xgb.ubj"
         self.booster.save_model(str(folder / name))
         return {"kind": self.kind, "file": name}
@@ -300,7 +305,10 @@ class Boosted:
     @staticmethod
     def add_trees(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
         """Write the trees of the saved XGBoost model ``entry`` in ``folder`` as arrays beside it;
-        return the entry naming them (what :meth:`load` then reads instead of the model file)."""
+        return the entry naming them (what :meth:`load` then reads instead of the model file). An entry that
+        has arrays and no model file is returned as it is."""
+        if "file" not in entry and entry.get("trees"):
+            return entry
         import xgboost
 
         booster = xgboost.Booster()
@@ -319,19 +327,21 @@ def with_tree_arrays(entry: dict[str, Any], folder: Path) -> dict[str, Any]:
 
 
 # The arrays of a tree ensemble walked by predict_tree_arrays.
+IDENTITY_OBJECTIVES = ("reg:squarederror", "reg:absoluteerror")
 TREE_ARRAYS = ("base_score", "roots", "left", "right", "feature", "threshold", "default_left", "value")
 
 
 def tree_arrays(booster: Any) -> dict[str, np.ndarray]:
-    """The trees of an XGBoost regression booster (``reg:squarederror``, one target, numerical
-    splits) as flat arrays read from XGBoost's JSON model: children as global node indices (a leaf
+    """The trees of an XGBoost regression booster (``reg:squarederror`` or ``reg:absoluteerror``, one target,
+    numerical splits) as flat arrays read from XGBoost's JSON model: children as global node indices (a leaf
     points at itself), split feature and float32 threshold, the side a missing value takes, and each
     node's value (a leaf's output)."""
     model = json.loads(booster.save_raw("json"))["learner"]
     objective = model["objective"]["name"]
     params = model["learner_model_param"]
-    if objective != "reg:squarederror" or int(params.get("num_target", 1)) != 1:
-        raise ValueError(f"only single-target reg:squarederror boosters become arrays, not {objective}")
+    # Both objectives' trees add up to the prediction with no link function.
+    if objective not in IDENTITY_OBJECTIVES or int(params.get("num_target", 1)) != 1:
+        raise ValueError(f"only single-target {' or '.join(IDENTITY_OBJECTIVES)} boosters become arrays, not {objective}")
     trees = model["gradient_booster"]["model"]["trees"]
     if any(any(t["split_type"]) for t in trees):
         raise ValueError("a categorical split cannot be walked as arrays")

@@ -21,6 +21,8 @@ import numpy as np
 import pandas as pd
 
 from hase_dagster.core.errors import HaseError
+from hase_dagster.learn.device_calibration import DeviceCalibration, ratio_feature_matrix
+from hase_dagster.learn.estimators import predict_tree_arrays, tree_arrays
 from hase_dagster.learn.regressor import training_rows
 from hase_dagster.learn.reports import import_tables
 
@@ -67,20 +69,15 @@ class SpeedCalibration:
 
 
 def ratio_features(rows: pd.DataFrame) -> np.ndarray:
-    """Features of a reference row for its speed ratio: log reference time, log FLOPs, log FLOPs per
-    byte moved and the stress level. Small kernels are bound by the runner's per-call cost and move
-    with the machine's clock and caches, large ones with its vector units."""
-    flops = rows["flops"].fillna(0).astype(float).clip(lower=0)
-    moved = (rows["input_bytes"].fillna(0) + rows["output_bytes"].fillna(0) + rows["weight_bytes"].fillna(0)).astype(
-        float
-    )
-    return np.column_stack(
-        [
-            np.log(rows["mean_ms"].astype(float)),
-            np.log1p(flops),
-            np.log1p(flops) - np.log1p(moved.clip(lower=0)),
-            rows["stress_level"].astype(float),
-        ]
+    """Features of a reference row for its speed ratio (:func:`ratio_feature_matrix`): log reference time, log
+    FLOPs, log FLOPs per byte moved and the stress level. Small kernels are bound by the runner's per-call cost and
+    move with the machine's clock and caches, large ones with its vector units."""
+    moved = rows["input_bytes"].fillna(0) + rows["output_bytes"].fillna(0) + rows["weight_bytes"].fillna(0)
+    return ratio_feature_matrix(
+        rows["mean_ms"].to_numpy(dtype=float),
+        rows["flops"].fillna(0).to_numpy(dtype=float),
+        moved.to_numpy(dtype=float),
+        rows["stress_level"].to_numpy(dtype=float),
     )
 
 
@@ -151,6 +148,47 @@ def fit_calibration(pairs: pd.DataFrame, folds: int = 5) -> SpeedCalibration:
             errors.append(np.abs(np.exp(y[test] - predicted) - 1))
     error = float(np.median(np.concatenate(errors)) * 100) if errors else float("nan")
     return SpeedCalibration(_fit_booster(x, y), len(pairs), float(np.exp(np.median(y))), error)
+
+
+def device_calibration(
+    local: pd.DataFrame,
+    reference: pd.DataFrame,
+    device: str,
+    source_device: str,
+    level_loads: list[tuple[float, float]],
+) -> DeviceCalibration:
+    """The ratio of ``local``'s device over ``reference``'s, learned from the kernels both timed, as a
+    regressor's :class:`DeviceCalibration`.
+
+    Args:
+        local: the new device's kernel benchmark rows (one EP).
+        reference: the kernel benchmark rows the regressor was trained on (that EP).
+        device: the new device's name.
+        source_device: the regressor's device.
+        level_loads: (stress level, the regressor's load field there) on the source device.
+
+    Returns:
+        The calibration, its trees as arrays that predict what XGBoost predicts.
+
+    Raises:
+        CalibrationError: fewer than :data:`MIN_PAIRS` shared timings.
+    """
+    pairs = shared_timings(local, reference)
+    calibration = fit_calibration(pairs)
+    trees = tree_arrays(calibration.booster)
+    x = ratio_features(pairs)
+    expected = np.asarray(calibration.booster.inplace_predict(x), dtype=float)
+    if not np.allclose(predict_tree_arrays(trees, x), expected, rtol=1e-6, atol=1e-6):
+        raise HaseError("the speed ratio's trees as arrays predict differently from XGBoost")
+    return DeviceCalibration(
+        device,
+        source_device,
+        trees,
+        level_loads,
+        calibration.pairs,
+        calibration.median_ratio,
+        calibration.cross_validated_error_pct,
+    )
 
 
 def probe_training_rows(reference: Any, ep: str) -> pd.DataFrame:
@@ -243,6 +281,7 @@ __all__ = [
     "MIN_PAIRS",
     "SpeedCalibration",
     "calibrated_reference_rows",
+    "device_calibration",
     "fit_calibration",
     "probe_training_rows",
     "refresh_reference_rows",

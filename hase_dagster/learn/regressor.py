@@ -23,6 +23,7 @@ import numpy as np
 from hase_dagster.analysis.design_space import DESIGN_SPACE_FAMILY
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
+from hase_dagster.learn.device_calibration import DeviceCalibration
 from hase_dagster.learn.estimators import (
     KINDS,
     LOG_MS_RANGE,
@@ -75,6 +76,8 @@ class LatencyRegressor:
     batch_sizes: list[int] = field(default_factory=list)
     # In-graph over standalone GPU time per kernel category (learn.graph_factors); None: standalone times.
     graph_factors: GraphFactors | None = None
+    # Another device's time over this regressor's, per kernel (learn.device_calibration); None: the trained device.
+    device_calibration: DeviceCalibration | None = None
 
     @property
     def numeric_columns(self) -> list[str]:
@@ -101,7 +104,13 @@ class LatencyRegressor:
         )  # fmt: skip
         predicted = self.predict_matrix(x)
         n = len(kernels)
-        return [{t: values[i * n : (i + 1) * n] for t, values in predicted.items()} for i in range(len(loads))]
+        out = [{t: values[i * n : (i + 1) * n] for t, values in predicted.items()} for i in range(len(loads))]
+        if self.device_calibration is not None and n:
+            for load, targets in zip(loads, out, strict=True):
+                ratio = self.device_calibration.ratios(kernels, targets["mean_ms"], float(load[self.load_fields[0]]))
+                for target in targets:
+                    targets[target] = targets[target] * ratio
+        return out
 
     def predict_matrix(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """Milliseconds per target for each row of a feature matrix (p90 never below median or mean)."""
@@ -131,6 +140,7 @@ class LatencyRegressor:
             "versions": self.versions,
             "targets": {target: model.save(folder, target) for target, model in self.models.items()},
             "graph_factors": self.graph_factors.to_json() if self.graph_factors else None,
+            "device_calibration": self.device_calibration.save(folder) if self.device_calibration else None,
         }
 
     @classmethod
@@ -150,6 +160,7 @@ class LatencyRegressor:
             dict(entry.get("versions", {})),
             [int(b) for b in entry.get("batch_sizes", [])],
             GraphFactors.from_json(entry["graph_factors"]) if entry.get("graph_factors") else None,
+            DeviceCalibration.load(entry["device_calibration"], folder) if entry.get("device_calibration") else None,
         )
 
 

@@ -384,6 +384,24 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_predictor_calibrate(args: argparse.Namespace) -> int:
+    from hase_dagster.core.config import data_dir
+    from hase_dagster.core.paths import DataPaths
+    from hase_dagster.learn.bundles import calibrate_bundle, load_bundle
+
+    source = load_bundle(args.source, data_dir())
+    out = args.out or DataPaths(data_dir()).bundles / args.name
+    folder = calibrate_bundle(source, args.tables, args.reference_tables, out, args.name, args.device)
+    calibration = load_bundle(folder).predictor.regressor.device_calibration
+    assert calibration is not None  # what calibrate_bundle wrote
+    print(
+        f"bundle {args.name} ({calibration.device}) written to {folder}: bundle {source.name}'s kernel times x the "
+        f"speed ratio of {calibration.pairs} shared kernel timings (median {calibration.median_ratio:.3f}, "
+        f"cross-validated error {calibration.cross_validated_error_pct:.1f}%)"
+    )
+    return 0
+
+
 def cmd_predictor_graph_factors(args: argparse.Namespace) -> int:
     from hase_dagster.learn.bundles import load_bundle
     from hase_dagster.learn.graph_factors import (
@@ -864,7 +882,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--json", action="store_true")
     predict.set_defaults(handler=cmd_predict)
 
-    predictor = commands.add_parser("predictor", help="export, list and import predictor bundles")
+    predictor = commands.add_parser("predictor", help="export, calibrate, list and import predictor bundles")
     predictor_commands = predictor.add_subparsers(dest="predictor_command", required=True)
     export = predictor_commands.add_parser(
         "export", help="write a bundle from the data directory's trained predictor, or from exported tables"
@@ -885,6 +903,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _timing_arguments(export)
     export.set_defaults(handler=cmd_predictor_export)
+    calibrate = predictor_commands.add_parser(
+        "calibrate",
+        help="carry a bundle to another device of its EP: its kernel times x a speed ratio learned from kernels both "
+        "devices timed",
+    )
+    calibrate.add_argument("source", help="the bundle to carry (name or folder), e.g. h100")
+    calibrate.add_argument("name", help="the new bundle's name (lower-case letters, digits, _.-)")
+    calibrate.add_argument(
+        "--tables", type=Path, required=True, help="the new device's exported tables (profile gpu_device_calibration)"
+    )
+    calibrate.add_argument(
+        "--reference-tables", type=Path, required=True, help="the exported tables the source bundle was trained on"
+    )
+    calibrate.add_argument("--device", default=None, help="the new device's name (default: its tables')")
+    calibrate.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)")
+    calibrate.set_defaults(handler=cmd_predictor_calibrate)
     factors = predictor_commands.add_parser(
         "graph-factors",
         help="fit in-graph factors per kernel category from CUPTI's GPU kernel time of whole networks",
