@@ -492,3 +492,101 @@ def test_static_cpu_convolutions_match_this_machines_ort_where_the_block_is_the_
     static, _ = bundle.kernels(path, 1)
     assert conv_shapes(static) == conv_shapes(bundle._ort_kernels(path, 1, None))
     assert any(shape[2][1] == 16 for shape in conv_shapes(static))  # 8 and 12 channels run padded to 16
+
+
+def test_a_bundle_ships_tree_arrays_without_xgboosts_model_files(trained: tuple[object, Predictor, Path]) -> None:
+    folder = trained[2]
+    files = {p.name for p in (folder / "predictor").iterdir()}
+    assert not [name for name in files if name.endswith(".ubj")], files
+    assert {"mean_ms.xgb.trees.npz", "median_ms.xgb.trees.npz", "p90_ms.xgb.trees.npz"} <= files
+    entries = json.loads((folder / "predictor" / "predictor.json").read_text())["regressor"]["targets"]
+    assert all("file" not in entry and entry["trees"] for entry in entries.values())
+
+
+def _new_device_tables(tmp_path: Path, ratio: object, instance_suffix: str = "") -> Path:
+    """The CPU tables as if timed on another device: every time column x ``ratio(kernel_benchmarks)``."""
+    import pandas as pd
+
+    from hase_dagster.learn.reference_rows import TIME_COLUMNS
+
+    out = tmp_path / f"new-device{instance_suffix}"
+    out.mkdir()
+    for name in ("kernels", "model_files"):
+        shutil.copy(CPU_TABLES / f"{name}.parquet", out / f"{name}.parquet")
+    frame = pd.read_parquet(CPU_TABLES / "kernel_benchmarks.parquet")
+    factor = ratio(frame)  # type: ignore[operator]
+    for column in TIME_COLUMNS:
+        frame[column] = frame[column] * factor
+    frame["device"] = "Another CPU"
+    frame["instance_id"] = frame["instance_id"] + instance_suffix
+    frame.to_parquet(out / "kernel_benchmarks.parquet")
+    return out
+
+
+def _intensity(records: object) -> np.ndarray:
+    import pandas as pd
+
+    frame = pd.DataFrame(records)
+    moved = frame["input_bytes"].fillna(0) + frame["output_bytes"].fillna(0) + frame["weight_bytes"].fillna(0)
+    return (frame["flops"].fillna(0) / moved.clip(lower=1)).to_numpy()
+
+
+def test_a_calibrated_bundle_scales_each_kernel_by_the_ratio_its_kind_of_kernel_got(
+    trained: tuple[object, Predictor, Path], tmp_path: Path
+) -> None:
+    from hase_dagster.learn.predict import predict_kernels_under
+
+    store, _, folder = trained
+    source = read_bundle(folder)
+    # The new device runs kernels of low arithmetic intensity at 0.6x, the others as the source device does.
+    tables = _new_device_tables(tmp_path, lambda f: np.where(_intensity(f) < 1.0, 0.6, 1.0))
+    calibrated = read_bundle(bundles.calibrate_bundle(source, tables, CPU_TABLES, tmp_path / "cal", "cal"))
+    calibration = calibrated.predictor.regressor.device_calibration
+    assert calibration is not None and calibration.pairs > 1000 and calibrated.document["device"] == "Another CPU"
+    assert calibrated.document["provenance"]["calibrated_from"]["bundle"] == source.name
+    assert calibrated.predictor.composition.to_json() == source.predictor.composition.to_json()
+    assert calibrated.levels == source.levels and calibrated.document["evaluation"] == {}
+    variants = kernels_by_variant(store, "cpu")  # type: ignore[arg-type]
+    kernels = [k for variant in sorted(variants)[:6] for k in variants[variant]]
+    intensity = _intensity([k.to_dict() for k in kernels])
+    for level in ("idle", "level=1.0"):
+        load = source.load_for(level)[0]
+        before = predict_kernels_under(source.predictor.regressor, kernels, [load])[0]
+        after = predict_kernels_under(calibrated.predictor.regressor, kernels, [load])[0]
+        ratio = np.array([a.mean_ms / b.mean_ms for a, b in zip(after, before, strict=True)])
+        assert np.median(ratio[intensity < 0.5]) == pytest.approx(0.6, abs=0.06), level
+        assert np.median(ratio[intensity > 2.0]) == pytest.approx(1.0, abs=0.06), level
+    # A calibrated bundle round-trips through its folder: the copy predicts the same.
+    again = read_bundle(shutil.copytree(tmp_path / "cal", tmp_path / "cal-copy"))
+    load = source.load_for("idle")[0]
+    assert [p.mean_ms for p in predict_kernels_under(again.predictor.regressor, kernels, [load])[0]] == [
+        p.mean_ms for p in predict_kernels_under(calibrated.predictor.regressor, kernels, [load])[0]
+    ]
+
+
+def test_calibrate_refuses_in_one_line_what_it_cannot_calibrate(
+    trained: tuple[object, Predictor, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    folder = trained[2]
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    same = _new_device_tables(tmp_path, lambda f: 0.8)
+    unshared = _new_device_tables(tmp_path, lambda f: 0.8, instance_suffix="-other")
+    base = ["predictor", "calibrate", str(folder), "cal", "--reference-tables", str(CPU_TABLES)]
+    assert main([*base, "--tables", str(same), "--out", str(tmp_path / "cal")]) == 0
+    assert "speed ratio of" in capsys.readouterr().out
+    cases = [
+        (["--tables", str(unshared)], "share 0 kernel timings"),
+        (["--tables", str(tmp_path / "nowhere")], "lack kernel_benchmarks.parquet"),
+    ]
+    for extra, message in cases:
+        assert main([*base, *extra]) == 2, extra
+        err = capsys.readouterr().err
+        assert err.startswith("hase: error: ") and message in err and err.count("\n") == 1, err
+    calibrated_again = ["predictor", "calibrate", str(tmp_path / "cal"), "cal2", "--tables", str(same)]
+    assert main([*calibrated_again, "--reference-tables", str(CPU_TABLES)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hase: error: ") and "calibrated already" in err and err.count("\n") == 1, err
+    assert not (tmp_path / "data" / "bundles" / "cal").exists()

@@ -26,7 +26,9 @@ from hase_dagster.learn.estimators import TREE_ARRAYS, predict_tree_arrays
 CALIBRATION_TREES = "device_calibration.trees.npz"
 
 
-def ratio_feature_matrix(mean_ms: np.ndarray, flops: np.ndarray, moved_bytes: np.ndarray, stress: np.ndarray) -> np.ndarray:
+def ratio_feature_matrix(
+    mean_ms: np.ndarray, flops: np.ndarray, moved_bytes: np.ndarray, stress: np.ndarray
+) -> np.ndarray:
     """Features of a kernel for its speed ratio between two devices: log time on the reference device, log FLOPs,
     log FLOPs per byte moved and the stress level. Small kernels are bound by per-launch costs, large ones by
     the device's memory or its arithmetic, and which one the intensity says.
@@ -86,7 +88,10 @@ class DeviceCalibration:
         whose load field reads ``load_value``."""
         flops = np.array([float(k.get("flops") or 0) for k in kernels])
         moved = np.array(
-            [float(k.get("input_bytes") or 0) + float(k.get("output_bytes") or 0) + float(k.get("weight_bytes") or 0) for k in kernels]
+            [
+                float(k.get("input_bytes") or 0) + float(k.get("output_bytes") or 0) + float(k.get("weight_bytes") or 0)
+                for k in kernels
+            ]
         )
         stress = np.full(len(kernels), self.stress_level(load_value))
         features = ratio_feature_matrix(np.clip(mean_ms, 1e-6, None), flops, moved, stress)

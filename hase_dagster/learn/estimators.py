@@ -341,7 +341,9 @@ def tree_arrays(booster: Any) -> dict[str, np.ndarray]:
     params = model["learner_model_param"]
     # Both objectives' trees add up to the prediction with no link function.
     if objective not in IDENTITY_OBJECTIVES or int(params.get("num_target", 1)) != 1:
-        raise ValueError(f"only single-target {' or '.join(IDENTITY_OBJECTIVES)} boosters become arrays, not {objective}")
+        raise ValueError(
+            f"only single-target {' or '.join(IDENTITY_OBJECTIVES)} boosters become arrays, not {objective}"
+        )
     trees = model["gradient_booster"]["model"]["trees"]
     if any(any(t["split_type"]) for t in trees):
         raise ValueError("a categorical split cannot be walked as arrays")

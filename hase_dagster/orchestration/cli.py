@@ -917,7 +917,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--reference-tables", type=Path, required=True, help="the exported tables the source bundle was trained on"
     )
     calibrate.add_argument("--device", default=None, help="the new device's name (default: its tables')")
-    calibrate.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)")
+    calibrate.add_argument(
+        "--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)"
+    )
     calibrate.set_defaults(handler=cmd_predictor_calibrate)
     factors = predictor_commands.add_parser(
         "graph-factors",

@@ -31,7 +31,7 @@ def main() -> None:
     for mb in (8, 64, 1024, 4096):
         src = torch.empty(mb * 2**20 // 4, dtype=torch.float32, device="cuda")
         dst = torch.empty_like(src)
-        ms = best_ms(lambda: dst.copy_(src))
+        ms = best_ms(lambda src=src, dst=dst: dst.copy_(src))
         out[f"copy_{mb}mb_gbps"] = round(2 * src.numel() * 4 / ms / 1e6, 1)  # read + write
     a = torch.randn(8192, 8192, device="cuda")
     b = torch.randn(8192, 8192, device="cuda")
