@@ -590,3 +590,41 @@ def test_calibrate_refuses_in_one_line_what_it_cannot_calibrate(
     err = capsys.readouterr().err
     assert err.startswith("hase: error: ") and "calibrated already" in err and err.count("\n") == 1, err
     assert not (tmp_path / "data" / "bundles" / "cal").exists()
+
+
+def test_export_with_another_bundles_regressor_fits_only_the_composition(
+    trained: tuple[object, Predictor, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    folder = trained[2]
+    source = read_bundle(folder)
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    out = tmp_path / "refit"
+    assert (
+        main(
+            [
+                "predictor",
+                "export",
+                "refit",
+                "--tables",
+                str(CPU_TABLES),
+                "--regressor-of",
+                str(folder),
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    refit = read_bundle(out)
+    # The same tables and no other timings: the composition the source was trained with, the regressor untouched.
+    assert refit.predictor.composition.to_json() == source.predictor.composition.to_json()
+    for name in ("mean_ms.xgb.trees.npz", "median_ms.xgb.trees.npz", "p90_ms.xgb.trees.npz"):
+        assert (out / "predictor" / name).read_bytes() == (folder / "predictor" / name).read_bytes()
+    assert refit.document["provenance"]["regressor_of"]["bundle"] == source.name
+    capsys.readouterr()
+    assert main(["predictor", "export", "refit2", "--regressor-of", str(folder)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hase: error: ") and "need --tables" in err and err.count("\n") == 1, err

@@ -280,6 +280,32 @@ def train_predictor(
         models = models[~models["architecture"].isin(excluded)]
     regressor = train_regressor(rows.reset_index(drop=True), ep, kind=kind)
     regressor.graph_factors = graph_factors
+    return Predictor(regressor, fit_composition(store, ep, regressor, timed_models, models))
+
+
+def fit_composition(
+    store: Warehouse,
+    ep: str,
+    regressor: LatencyRegressor,
+    timed_models: Sequence[TimedModel] = (),
+    models: pd.DataFrame | None = None,
+) -> Composition:
+    """The composition of ``regressor``'s kernel predictions into whole-model times, fitted on the
+    warehouse's measured networks of ``ep`` and on ``timed_models``.
+
+    Args:
+        store: the warehouse.
+        ep: the execution provider.
+        regressor: the trained kernel regressor (its graph factors apply).
+        timed_models: networks outside the warehouse, timed whole (``learn.model_timings``).
+        models: the warehouse's measured networks to fit on (default: every one not held out).
+
+    Returns:
+        The fitted composition.
+    """
+    if models is None:
+        models = measured_models(store, ep)
+        models = models[~models["held_out"].astype(bool)]
     # Design-space probes train the kernels only: hundreds of them would outweigh the real networks
     # the composition is for (fitted on them too, every setting got worse: results/gpu-general).
     floor = host_floor_ms(store, ep)
@@ -290,8 +316,7 @@ def train_predictor(
         (model_sums(regressor, list(t.kernels), loads[t.stress_level], floor, included)[0], t.mean_ms, t.p90_ms)
         for t in timed_models
     ]
-    composition = Composition.fit(points, floor, included)
-    return Predictor(regressor, composition)
+    return Composition.fit(points, floor, included)
 
 
 def load_at_level(store: Warehouse, ep: str, level: float) -> dict[str, float]:

@@ -346,17 +346,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_predictor_export(args: argparse.Namespace) -> int:
     from hase_dagster.core.config import data_dir
     from hase_dagster.core.paths import DataPaths
-    from hase_dagster.learn.bundles import export_bundle
+    from hase_dagster.learn.bundles import export_bundle, load_bundle
     from hase_dagster.learn.graph_factors import read_graph_factors
     from hase_dagster.learn.model_timings import read_timing_sets
-    from hase_dagster.learn.training import Predictor, train_predictor
+    from hase_dagster.learn.training import Predictor, fit_composition, train_predictor
     from warehouse.store import Warehouse
 
     provenance = _read_json_object(args.provenance) if args.provenance else {}
     factors = read_graph_factors(args.graph_factors) if args.graph_factors else None
     timed = read_timing_sets(args.timings, _rules_or_none(args.rules), args.timings_match)
-    if (factors is not None or timed) and not args.tables:
-        raise HaseError("--graph-factors and --timings need --tables: the predictor is trained again")
+    if (factors is not None or timed or args.regressor_of) and not args.tables:
+        raise HaseError("--graph-factors, --timings and --regressor-of need --tables: the predictor is trained again")
+    if factors is not None and args.regressor_of:
+        raise HaseError("--regressor-of keeps that bundle's graph factors: drop --graph-factors")
     if timed:
         provenance["composition_timings"] = {"sets": args.timings, "match": args.timings_match, "rows": len(timed)}
     paths = DataPaths(data_dir())
@@ -375,7 +377,16 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
         ep = args.ep or (eps[0] if len(eps) == 1 else None)
         if ep is None or ep not in eps:
             raise HaseError(f"pick the EP with --ep: the kernel benchmarks there are of {eps or 'none'}")
-        if args.tables:
+        if args.regressor_of:
+            # The bundle's kernel regressor as it is; only the composition is fitted (minutes, not the
+            # regressor's hour on the H100 tables).
+            source = load_bundle(args.regressor_of, data_dir())
+            if source.ep != ep:
+                raise HaseError(f"bundle {source.name} predicts for {source.ep}, the tables' EP is {ep}")
+            regressor = source.predictor.regressor
+            predictor = Predictor(regressor, fit_composition(store, ep, regressor, timed))
+            provenance["regressor_of"] = {"bundle": source.name, "created": source.document["created"]}
+        elif args.tables:
             predictor = train_predictor(store, ep, kind=args.kind, graph_factors=factors, timed_models=timed)
         else:
             predictor = Predictor.load(paths.predictor(ep))
@@ -900,6 +911,12 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)")
     export.add_argument(
         "--graph-factors", type=Path, default=None, help="with --tables: in-graph factors (predictor graph-factors)"
+    )
+    export.add_argument(
+        "--regressor-of",
+        default=None,
+        help="with --tables: keep this bundle's kernel regressor and fit only the composition (on the tables' models "
+        "and --timings): a bundle fitted to your machine's timings in minutes",
     )
     _timing_arguments(export)
     export.set_defaults(handler=cmd_predictor_export)
