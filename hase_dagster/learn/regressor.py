@@ -89,7 +89,8 @@ class LatencyRegressor:
         return as_matrix(features, self.families, self.ops, self.load_fields, self.numeric_columns)
 
     def predict(self, features: pd.DataFrame) -> dict[str, np.ndarray]:
-        """Milliseconds per target for each row of a feature frame (p90 never below median or mean); the frame
+        """Milliseconds per target for each row of a feature frame (p90 never below median or mean), on the device
+        the regressor was trained on (a ``device_calibration`` applies in :meth:`predict_kernels`); the frame
         read the operands in the layout's order (``feature_frame(..., operand_order=layout.operand_order)``)."""
         return self.predict_matrix(self.matrix(features))
 
@@ -97,7 +98,8 @@ class LatencyRegressor:
         self, kernels: Sequence[Mapping[str, Any]], loads: Sequence[Mapping[str, float]]
     ) -> list[dict[str, np.ndarray]]:
         """Milliseconds per target for catalog-style kernel records under each of ``loads`` (one
-        mapping of targets to per-kernel arrays per load), in one pass of the estimators."""
+        mapping of targets to per-kernel arrays per load), in one pass of the estimators; with a
+        ``device_calibration``, each kernel's times are the calibrated device's (x its ratio)."""
         x = feature_matrix(
             kernels, loads, self.families, self.ops, self.load_fields, self.numeric_columns, self.layout.operand_order,
             self.layout.family_variants,
