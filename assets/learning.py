@@ -315,4 +315,80 @@ def predictor_bundle(context: dg.AssetExecutionContext, hase: HaseResource) -> d
     )
 
 
-learning_assets = [reference_kernel_rows, latency_regressor, latency_predictions, evaluation_report, predictor_bundle]
+# Above this cross-validated error of the speed ratio, the calibrated bundle's kernel times are not to be trusted.
+MAX_CALIBRATION_ERROR_PCT = 10.0
+
+
+@dg.asset(
+    deps=[kernel_benchmarks],
+    group_name=GROUP,
+    pool=POOL,
+    kinds={"xgboost", "json"},
+    check_specs=[dg.AssetCheckSpec("calibration_cross_validated", asset="calibrated_bundle")],
+    description="The profile's calibrate_bundle (a bundle trained on its reference_tables) carried to this device: "
+    "each kernel's time x the speed ratio learned from the kernels both devices timed, for `hase predict "
+    "--predictor` (nothing when the profile names no calibrate_bundle).",
+)
+def calibrated_bundle(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
+    from hase_dagster.learn.bundles import calibrate_bundle, load_bundle, read_bundle, tables_kernel_benchmarks
+
+    profile = hase.profile()
+    ep = profile.execution_provider
+    if not profile.calibrate_bundle or not profile.reference_tables:
+        return dg.MaterializeResult(
+            metadata={"ep": ep, "bundle": "none"},
+            check_results=[
+                dg.AssetCheckResult(
+                    check_name="calibration_cross_validated",
+                    passed=True,
+                    metadata={"reason": "the profile names no calibrate_bundle"},
+                )
+            ],
+        )
+    paths = hase.paths()
+    source = load_bundle(profile.calibrate_bundle, paths.root)
+    local = hase.warehouse().query("SELECT * FROM kernel_benchmarks WHERE ep = ?", [ep])
+    reference = tables_kernel_benchmarks(profile.reference_tables, ep)
+    name = f"{profile.name or ep}-calibrated"
+    where = {"profile": profile.name, "reference_tables": profile.reference_tables}
+    folder = calibrate_bundle(source, local, reference, paths.bundles / name, name, provenance=where)
+    calibration = read_bundle(folder).predictor.regressor.device_calibration
+    assert calibration is not None  # what calibrate_bundle wrote
+    error = calibration.cross_validated_error_pct
+    context.log.info(
+        f"bundle {name} ({calibration.device}) from {source.name}: {calibration.pairs} shared kernel timings, "
+        f"median ratio {calibration.median_ratio:.3f}, cross-validated error {error:.1f}%"
+    )
+    figures = {
+        "pairs": calibration.pairs,
+        "median_speed_ratio": calibration.median_ratio,
+        "cross_validated_error_pct": calibration.cross_validated_error_pct,
+    }
+    return dg.MaterializeResult(
+        metadata={
+            "ep": ep,
+            "bundle": name,
+            "source_bundle": source.name,
+            "device": calibration.device,
+            "path": dg.MetadataValue.path(str(folder)),
+            **figures,
+        },
+        check_results=[
+            dg.AssetCheckResult(
+                check_name="calibration_cross_validated",
+                passed=error <= MAX_CALIBRATION_ERROR_PCT,
+                severity=dg.AssetCheckSeverity.WARN,
+                metadata={**figures, "max_error_pct": MAX_CALIBRATION_ERROR_PCT},
+            )
+        ],
+    )
+
+
+learning_assets = [
+    reference_kernel_rows,
+    latency_regressor,
+    latency_predictions,
+    evaluation_report,
+    predictor_bundle,
+    calibrated_bundle,
+]

@@ -191,3 +191,51 @@ def test_the_asset_writes_the_rows_and_passes_its_check(tmp_path: Path) -> None:
     metadata = result.asset_materializations_for_node("reference_kernel_rows")[0].metadata
     assert metadata["rows"].value > 1000 and metadata["kernels"].value < metadata["rows"].value
     assert metadata["median_speed_ratio"].value == pytest.approx(1.5, rel=0.01)
+
+
+def test_the_calibrated_bundle_asset_carries_a_bundle_to_this_machines_speed(tmp_path: Path) -> None:
+    """The shipped cpu bundle (trained on the CPU tables) carried to a machine 1.5x slower, through the asset."""
+    from assets.learning import calibrated_bundle
+    from hase_dagster.learn.bundles import read_bundle
+    from hase_dagster.learn.predict import predict_kernels_under
+    from hase_dagster.learn.training import kernels_by_variant
+
+    store = _slower_machine_without_probes(tmp_path / "data" / "hase.duckdb", 1.5)
+    config = yaml.safe_load(yaml.safe_dump(TEST_PROFILE))
+    config["profiles"]["tiny"]["reference_tables"] = str(CPU_TABLES)
+    config["profiles"]["tiny"]["calibrate_bundle"] = "cpu"
+    (tmp_path / "hase.yaml").write_text(yaml.safe_dump(config))
+    hase = HaseResource(config_path=str(tmp_path / "hase.yaml"), data_directory=str(tmp_path / "data"))
+    result = dg.materialize([calibrated_bundle], resources={"hase": hase})
+    [check] = result.get_asset_check_evaluations()
+    assert check.check_name == "calibration_cross_validated" and check.passed
+    metadata = result.asset_materializations_for_node("calibrated_bundle")[0].metadata
+    assert metadata["median_speed_ratio"].value == pytest.approx(1.5, rel=0.01)
+    bundle = read_bundle(tmp_path / "data" / "bundles" / "tiny-calibrated")
+    source = read_bundle(REPO / "results" / "bundles" / "cpu")
+    assert bundle.document["provenance"]["calibrated_from"]["bundle"] == "cpu"
+    kernels = next(iter(kernels_by_variant(store, "cpu").values()))
+    load = source.load_for("idle")[0]
+    before = predict_kernels_under(source.predictor.regressor, kernels, [load])[0]
+    after = predict_kernels_under(bundle.predictor.regressor, kernels, [load])[0]
+    ratios = [a.mean_ms / b.mean_ms for a, b in zip(after, before, strict=True)]
+    assert np.median(ratios) == pytest.approx(1.5, rel=0.05)
+
+
+def test_the_calibrated_bundle_asset_writes_nothing_without_a_bundle_to_calibrate(tmp_path: Path) -> None:
+    from assets.learning import calibrated_bundle
+
+    (tmp_path / "hase.yaml").write_text(yaml.safe_dump(TEST_PROFILE))
+    hase = HaseResource(config_path=str(tmp_path / "hase.yaml"), data_directory=str(tmp_path / "data"))
+    result = dg.materialize([calibrated_bundle], resources={"hase": hase})
+    [check] = result.get_asset_check_evaluations()
+    assert check.passed and "no calibrate_bundle" in str(check.metadata["reason"].value)
+    assert not (tmp_path / "data" / "bundles").exists()
+
+
+def test_calibrate_bundle_without_reference_tables_is_a_config_error(tmp_path: Path) -> None:
+    config = yaml.safe_load(yaml.safe_dump(TEST_PROFILE))
+    config["profiles"]["tiny"]["calibrate_bundle"] = "cpu"
+    (tmp_path / "hase.yaml").write_text(yaml.safe_dump(config))
+    with pytest.raises(HaseError, match="calibrate_bundle needs reference_tables"):
+        load_config(tmp_path / "hase.yaml")

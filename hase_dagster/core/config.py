@@ -247,6 +247,16 @@ class Profile(_Strict):
     # design-space probe rows train the regressor beside this profile's own, scaled to this machine's
     # speed by the kernels both timed (hase_dagster.learn.reference_rows). None: this profile's rows only.
     reference_tables: str | None = None
+    # A bundle (shipped or imported, of this profile's EP) trained on reference_tables, to carry to this
+    # profile's device: the calibrated_bundle asset learns the speed ratio from the kernels both timed
+    # (hase_dagster.learn.device_calibration). None: no calibrated bundle.
+    calibrate_bundle: str | None = None
+
+    @model_validator(mode="after")
+    def _calibration_needs_reference_tables(self) -> Profile:
+        if self.calibrate_bundle and not self.reference_tables:
+            raise ValueError("calibrate_bundle needs reference_tables: the tables that bundle was trained on")
+        return self
 
     @model_validator(mode="after")
     def _unique_model_names(self) -> Profile:

@@ -595,39 +595,56 @@ def write_bundle(
     return out
 
 
+def tables_kernel_benchmarks(folder: str | os.PathLike[str], ep: str) -> pd.DataFrame:
+    """The kernel benchmark rows of ``ep`` in a folder of exported tables (``hase report --export``).
+
+    Raises:
+        HaseError: the folder lacks the tables, or holds no kernel benchmarks of ``ep``.
+    """
+    import pandas as pd
+
+    from hase_dagster.learn.reference_rows import resolve_reference_tables
+
+    frame = pd.read_parquet(resolve_reference_tables(folder) / "kernel_benchmarks.parquet")
+    frame = frame[frame["ep"] == ep]
+    if frame.empty:
+        raise HaseError(f"{folder} holds no kernel benchmarks of the {ep} EP")
+    return frame
+
+
 def calibrate_bundle(
     source: Bundle,
-    tables: str | os.PathLike[str],
-    reference_tables: str | os.PathLike[str],
+    local: pd.DataFrame,
+    reference: pd.DataFrame,
     out: str | os.PathLike[str],
     name: str,
     device: str | None = None,
+    provenance: dict[str, Any] | None = None,
 ) -> Path:
     """Write bundle ``name`` at ``out``: ``source``'s predictor for another device of its EP, each kernel's time
     scaled by the ratio learned from the kernels both devices timed (:mod:`hase_dagster.learn.device_calibration`).
 
     Args:
         source: the bundle to carry (not itself calibrated).
-        tables: exported tables of the new device (``hase report --export``), its kernel benchmarks of kernels that
-            ``reference_tables`` holds (profile ``gpu_device_calibration``).
-        reference_tables: the exported tables ``source`` was trained on.
+        local: the new device's kernel benchmark rows of ``source``'s EP, of kernels that ``reference`` holds
+            (profile ``gpu_device_calibration``).
+        reference: the kernel benchmark rows ``source`` was trained on.
         out: the new bundle's folder.
         name: its name.
         device: the new device's name (default: the one its kernel benchmarks name).
+        provenance: where ``local`` and ``reference`` come from, recorded beside the calibration.
 
     Returns:
         The bundle folder. Its fusion rules, loads by level and composition are ``source``'s; its evaluation is
         empty (the source's figures are of the source's device).
 
     Raises:
-        HaseError: ``source`` is calibrated already, a folder lacks the tables, or the devices share too few kernel
-            timings (:class:`hase_dagster.learn.reference_rows.CalibrationError`).
+        HaseError: ``source`` is calibrated already, or the devices share too few kernel timings
+            (:class:`hase_dagster.learn.reference_rows.CalibrationError`).
     """
     from dataclasses import replace
 
-    import pandas as pd
-
-    from hase_dagster.learn.reference_rows import device_calibration, resolve_reference_tables
+    from hase_dagster.learn.reference_rows import device_calibration
 
     regressor = source.predictor.regressor
     if regressor.device_calibration is not None:
@@ -635,29 +652,22 @@ def calibrate_bundle(
             f"bundle {source.name} is calibrated already (from {regressor.device_calibration.source_device}): "
             "calibrate the bundle it came from"
         )
-
-    def benchmarks(folder: str | os.PathLike[str]) -> pd.DataFrame:
-        frame = pd.read_parquet(resolve_reference_tables(folder) / "kernel_benchmarks.parquet")
-        frame = frame[frame["ep"] == source.ep]
-        if frame.empty:
-            raise HaseError(f"{folder} holds no kernel benchmarks of the {source.ep} EP")
-        return frame
-
-    local, reference = benchmarks(tables), benchmarks(reference_tables)
+    local = local[local["ep"] == source.ep]
     if device is None:
-        device = str(local["device"].mode().iloc[0])
+        device = str(local["device"].mode().iloc[0]) if len(local) else "unknown"
     load_field = regressor.load_fields[0]
     level_loads = [(level, float(load[load_field])) for level, load in sorted(source.levels.items())]
-    calibration = device_calibration(local, reference, device, str(source.document["device"]), level_loads)
+    calibration = device_calibration(
+        local, reference[reference["ep"] == source.ep], device, str(source.document["device"]), level_loads
+    )
     predictor = Predictor(replace(regressor, device_calibration=calibration), source.predictor.composition)
-    provenance = {
+    details = {
         **source.document.get("provenance", {}),
         "calibrated_from": {
             "bundle": source.name,
             "device": source.document["device"],
             "created": source.document["created"],
-            "tables": str(tables),
-            "reference_tables": str(reference_tables),
+            **(provenance or {}),
             "pairs": calibration.pairs,
             "median_ratio": calibration.median_ratio,
             "cross_validated_error_pct": calibration.cross_validated_error_pct,
@@ -672,7 +682,7 @@ def calibrate_bundle(
         str(source.document["ort_version"]),
         source.folder / RULES_FILE if source.rules is not None else None,
         str(source.document.get("precision", "fp32")),
-        provenance,
+        details,
         {},
         source.document.get("nchwc_block"),
     )

@@ -398,11 +398,14 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
 def cmd_predictor_calibrate(args: argparse.Namespace) -> int:
     from hase_dagster.core.config import data_dir
     from hase_dagster.core.paths import DataPaths
-    from hase_dagster.learn.bundles import calibrate_bundle, load_bundle
+    from hase_dagster.learn.bundles import calibrate_bundle, load_bundle, tables_kernel_benchmarks
 
     source = load_bundle(args.source, data_dir())
     out = args.out or DataPaths(data_dir()).bundles / args.name
-    folder = calibrate_bundle(source, args.tables, args.reference_tables, out, args.name, args.device)
+    local = tables_kernel_benchmarks(args.tables, source.ep)
+    reference = tables_kernel_benchmarks(args.reference_tables, source.ep)
+    where = {"tables": str(args.tables), "reference_tables": str(args.reference_tables)}
+    folder = calibrate_bundle(source, local, reference, out, args.name, args.device, where)
     calibration = load_bundle(folder).predictor.regressor.device_calibration
     assert calibration is not None  # what calibrate_bundle wrote
     print(
