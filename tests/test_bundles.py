@@ -578,18 +578,16 @@ def test_calibrate_refuses_in_one_line_what_it_cannot_calibrate(
     base = ["predictor", "calibrate", str(folder), "cal", "--reference-tables", str(CPU_TABLES)]
     assert main([*base, "--tables", str(same), "--out", str(tmp_path / "cal")]) == 0
     assert "speed ratio of" in capsys.readouterr().out
+    calibrated_again = ["predictor", "calibrate", str(tmp_path / "cal"), "cal2", "--tables", str(same)]
     cases = [
-        (["--tables", str(unshared)], "share 0 kernel timings"),
-        (["--tables", str(tmp_path / "nowhere")], "lack kernel_benchmarks.parquet"),
+        ([*base, "--tables", str(unshared)], "share 0 kernel timings"),
+        ([*base, "--tables", str(tmp_path / "nowhere")], "lack kernel_benchmarks.parquet"),
+        ([*calibrated_again, "--reference-tables", str(CPU_TABLES)], "calibrated already"),
     ]
-    for extra, message in cases:
-        assert main([*base, *extra]) == 2, extra
+    for argv, message in cases:
+        assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("hase: error: ") and message in err and err.count("\n") == 1, err
-    calibrated_again = ["predictor", "calibrate", str(tmp_path / "cal"), "cal2", "--tables", str(same)]
-    assert main([*calibrated_again, "--reference-tables", str(CPU_TABLES)]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("hase: error: ") and "calibrated already" in err and err.count("\n") == 1, err
     assert not (tmp_path / "data" / "bundles" / "cal").exists()
 
 
