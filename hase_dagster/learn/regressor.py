@@ -109,7 +109,9 @@ class LatencyRegressor:
         out = [{t: values[i * n : (i + 1) * n] for t, values in predicted.items()} for i in range(len(loads))]
         if self.device_calibration is not None and n:
             for load, targets in zip(loads, out, strict=True):
-                ratio = self.device_calibration.ratios(kernels, targets["mean_ms"], float(load[self.load_fields[0]]))
+                # The ratio was learned on mean times; a regressor without a mean target reads its first one.
+                reference = targets.get("mean_ms", next(iter(targets.values())))
+                ratio = self.device_calibration.ratios(kernels, reference, float(load[self.load_fields[0]]))
                 for target in targets:
                     targets[target] = targets[target] * ratio
         return out
