@@ -603,9 +603,10 @@ def tables_kernel_benchmarks(folder: str | os.PathLike[str], ep: str) -> pd.Data
     """
     import pandas as pd
 
-    from hase_dagster.learn.reference_rows import resolve_reference_tables
-
-    frame = pd.read_parquet(resolve_reference_tables(folder) / "kernel_benchmarks.parquet")
+    path = Path(folder) / "kernel_benchmarks.parquet"
+    if not path.is_file():
+        raise HaseError(f"exported tables {folder} lack kernel_benchmarks.parquet (hase report --export writes them)")
+    frame = pd.read_parquet(path)
     frame = frame[frame["ep"] == ep]
     if frame.empty:
         raise HaseError(f"{folder} holds no kernel benchmarks of the {ep} EP")
