@@ -330,7 +330,7 @@ MAX_CALIBRATION_ERROR_PCT = 10.0
     "--predictor` (nothing when the profile names no calibrate_bundle).",
 )
 def calibrated_bundle(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
-    from hase_dagster.learn.bundles import calibrate_bundle, load_bundle, read_bundle, tables_kernel_benchmarks
+    from hase_dagster.learn.bundles import calibrate_bundle, load_bundle, tables_kernel_benchmarks
 
     profile = hase.profile()
     ep = profile.execution_provider
@@ -351,9 +351,7 @@ def calibrated_bundle(context: dg.AssetExecutionContext, hase: HaseResource) -> 
     reference = tables_kernel_benchmarks(profile.reference_tables, ep)
     name = f"{profile.name or ep}-calibrated"
     where = {"profile": profile.name, "reference_tables": profile.reference_tables}
-    folder = calibrate_bundle(source, local, reference, paths.bundles / name, name, provenance=where)
-    calibration = read_bundle(folder).predictor.regressor.device_calibration
-    assert calibration is not None  # what calibrate_bundle wrote
+    folder, calibration = calibrate_bundle(source, local, reference, paths.bundles / name, name, provenance=where)
     error = calibration.cross_validated_error_pct
     context.log.info(
         f"bundle {name} ({calibration.device}) from {source.name}: {calibration.pairs} shared kernel timings, "

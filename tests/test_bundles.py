@@ -541,7 +541,7 @@ def test_a_calibrated_bundle_scales_each_kernel_by_the_ratio_its_kind_of_kernel_
     # The new device runs kernels of low arithmetic intensity at 0.6x, the others as the source device does.
     tables = _new_device_tables(tmp_path, lambda f: np.where(_intensity(f) < 1.0, 0.6, 1.0))
     local, reference = (bundles.tables_kernel_benchmarks(t, "cpu") for t in (tables, CPU_TABLES))
-    calibrated = read_bundle(bundles.calibrate_bundle(source, local, reference, tmp_path / "cal", "cal"))
+    calibrated = read_bundle(bundles.calibrate_bundle(source, local, reference, tmp_path / "cal", "cal")[0])
     calibration = calibrated.predictor.regressor.device_calibration
     assert calibration is not None and calibration.pairs > 1000 and calibrated.document["device"] == "Another CPU"
     assert calibrated.document["provenance"]["calibrated_from"]["bundle"] == source.name

@@ -178,13 +178,18 @@ def test_a_failed_calibration_leaves_no_rows_of_an_earlier_one(tmp_path: Path) -
     assert store.count("reference_kernel_rows", ep="cpu") == 0
 
 
+def _tiny_profile(tmp_path: Path, **fields: str) -> HaseResource:
+    """The test profile with ``fields`` set, written to ``tmp_path/hase.yaml``, its data under ``tmp_path/data``."""
+    config = yaml.safe_load(yaml.safe_dump(TEST_PROFILE))
+    config["profiles"]["tiny"].update(fields)
+    (tmp_path / "hase.yaml").write_text(yaml.safe_dump(config))
+    return HaseResource(config_path=str(tmp_path / "hase.yaml"), data_directory=str(tmp_path / "data"))
+
+
 def test_the_asset_writes_the_rows_and_passes_its_check(tmp_path: Path) -> None:
     """The asset on a warehouse 1.5x slower than the CPU tables, its profile naming them as reference."""
     _slower_machine_without_probes(tmp_path / "data" / "hase.duckdb", 1.5)
-    config = yaml.safe_load(yaml.safe_dump(TEST_PROFILE))
-    config["profiles"]["tiny"]["reference_tables"] = str(CPU_TABLES)
-    (tmp_path / "hase.yaml").write_text(yaml.safe_dump(config))
-    hase = HaseResource(config_path=str(tmp_path / "hase.yaml"), data_directory=str(tmp_path / "data"))
+    hase = _tiny_profile(tmp_path, reference_tables=str(CPU_TABLES))
     result = dg.materialize([reference_kernel_rows], resources={"hase": hase})
     [check] = result.get_asset_check_evaluations()
     assert check.check_name == "reference_rows_calibrated" and check.passed
@@ -201,11 +206,7 @@ def test_the_calibrated_bundle_asset_carries_a_bundle_to_this_machines_speed(tmp
     from hase_dagster.learn.training import kernels_by_variant
 
     store = _slower_machine_without_probes(tmp_path / "data" / "hase.duckdb", 1.5)
-    config = yaml.safe_load(yaml.safe_dump(TEST_PROFILE))
-    config["profiles"]["tiny"]["reference_tables"] = str(CPU_TABLES)
-    config["profiles"]["tiny"]["calibrate_bundle"] = "cpu"
-    (tmp_path / "hase.yaml").write_text(yaml.safe_dump(config))
-    hase = HaseResource(config_path=str(tmp_path / "hase.yaml"), data_directory=str(tmp_path / "data"))
+    hase = _tiny_profile(tmp_path, reference_tables=str(CPU_TABLES), calibrate_bundle="cpu")
     result = dg.materialize([calibrated_bundle], resources={"hase": hase})
     [check] = result.get_asset_check_evaluations()
     assert check.check_name == "calibration_cross_validated" and check.passed
@@ -225,8 +226,7 @@ def test_the_calibrated_bundle_asset_carries_a_bundle_to_this_machines_speed(tmp
 def test_the_calibrated_bundle_asset_writes_nothing_without_a_bundle_to_calibrate(tmp_path: Path) -> None:
     from assets.learning import calibrated_bundle
 
-    (tmp_path / "hase.yaml").write_text(yaml.safe_dump(TEST_PROFILE))
-    hase = HaseResource(config_path=str(tmp_path / "hase.yaml"), data_directory=str(tmp_path / "data"))
+    hase = _tiny_profile(tmp_path)
     result = dg.materialize([calibrated_bundle], resources={"hase": hase})
     [check] = result.get_asset_check_evaluations()
     assert check.passed and "no calibrate_bundle" in str(check.metadata["reason"].value)
@@ -234,8 +234,6 @@ def test_the_calibrated_bundle_asset_writes_nothing_without_a_bundle_to_calibrat
 
 
 def test_calibrate_bundle_without_reference_tables_is_a_config_error(tmp_path: Path) -> None:
-    config = yaml.safe_load(yaml.safe_dump(TEST_PROFILE))
-    config["profiles"]["tiny"]["calibrate_bundle"] = "cpu"
-    (tmp_path / "hase.yaml").write_text(yaml.safe_dump(config))
+    hase = _tiny_profile(tmp_path, calibrate_bundle="cpu")
     with pytest.raises(HaseError, match="calibrate_bundle needs reference_tables"):
-        load_config(tmp_path / "hase.yaml")
+        load_config(hase.config_path)

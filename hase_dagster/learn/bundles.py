@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from hase_dagster.analysis.fusion_rules import FusionRules
     from hase_dagster.analysis.pattern_graph import GraphStructure
+    from hase_dagster.learn.device_calibration import DeviceCalibration
     from hase_dagster.learn.predict_file import BatchedModel
     from warehouse.store import Warehouse
 
@@ -621,7 +622,7 @@ def calibrate_bundle(
     name: str,
     device: str | None = None,
     provenance: dict[str, Any] | None = None,
-) -> Path:
+) -> tuple[Path, DeviceCalibration]:
     """Write bundle ``name`` at ``out``: ``source``'s predictor for another device of its EP, each kernel's time
     scaled by the ratio learned from the kernels both devices timed (:mod:`hase_dagster.learn.device_calibration`).
 
@@ -636,8 +637,8 @@ def calibrate_bundle(
         provenance: where ``local`` and ``reference`` come from, recorded beside the calibration.
 
     Returns:
-        The bundle folder. Its fusion rules, loads by level and composition are ``source``'s; its evaluation is
-        empty (the source's figures are of the source's device).
+        The bundle folder and the calibration in it. The bundle's fusion rules, loads by level and composition are
+        ``source``'s; its evaluation is empty (the source's figures are of the source's device).
 
     Raises:
         HaseError: ``source`` is calibrated already, or the devices share too few kernel timings
@@ -653,14 +654,12 @@ def calibrate_bundle(
             f"bundle {source.name} is calibrated already (from {regressor.device_calibration.source_device}): "
             "calibrate the bundle it came from"
         )
-    local = local[local["ep"] == source.ep]
     if device is None:
         device = str(local["device"].mode().iloc[0]) if len(local) else "unknown"
     load_field = regressor.load_fields[0]
     level_loads = [(level, float(load[load_field])) for level, load in sorted(source.levels.items())]
-    calibration = device_calibration(
-        local, reference[reference["ep"] == source.ep], device, str(source.document["device"]), level_loads
-    )
+    # (shared_timings pairs rows of the same EP only)
+    calibration = device_calibration(local, reference, device, str(source.document["device"]), level_loads)
     predictor = Predictor(replace(regressor, device_calibration=calibration), source.predictor.composition)
     details = {
         **source.document.get("provenance", {}),
@@ -674,7 +673,7 @@ def calibrate_bundle(
             "cross_validated_error_pct": calibration.cross_validated_error_pct,
         },
     }
-    return write_bundle(
+    folder = write_bundle(
         out,
         name,
         predictor,
@@ -687,6 +686,7 @@ def calibrate_bundle(
         {},
         source.document.get("nchwc_block"),
     )
+    return folder, calibration
 
 
 def _nchwc_block(given: int | None) -> int:

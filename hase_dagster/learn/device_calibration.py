@@ -83,9 +83,12 @@ class DeviceCalibration:
         levels, loads = zip(*sorted(self.level_loads, key=lambda pair: pair[1]), strict=True)
         return float(np.interp(load_value, loads, levels))
 
-    def ratios(self, kernels: Sequence[Mapping[str, Any]], mean_ms: np.ndarray, load_value: float) -> np.ndarray:
-        """The ratio for each kernel (catalog-style records) whose source-device mean is ``mean_ms`` under a load
-        whose load field reads ``load_value``."""
+    def ratios(
+        self, kernels: Sequence[Mapping[str, Any]], mean_ms: Sequence[np.ndarray], load_values: Sequence[float]
+    ) -> list[np.ndarray]:
+        """The ratio for each kernel (catalog-style records) under each load: ``mean_ms[i]`` holds the kernels'
+        source-device means under the load whose load field reads ``load_values[i]``. The kernels' sizes are read
+        once, and every load's rows walk the trees in one pass."""
         flops = np.array([float(k.get("flops") or 0) for k in kernels])
         moved = np.array(
             [
@@ -93,9 +96,15 @@ class DeviceCalibration:
                 for k in kernels
             ]
         )
-        stress = np.full(len(kernels), self.stress_level(load_value))
-        features = ratio_feature_matrix(np.clip(mean_ms, 1e-6, None), flops, moved, stress)
-        return np.exp(predict_tree_arrays(self.trees, features))
+        n = len(kernels)
+        features = ratio_feature_matrix(
+            np.clip(np.concatenate(list(mean_ms)), 1e-6, None),
+            np.tile(flops, len(load_values)),
+            np.tile(moved, len(load_values)),
+            np.repeat([self.stress_level(value) for value in load_values], n),
+        )
+        ratio = np.exp(predict_tree_arrays(self.trees, features))
+        return [ratio[i * n : (i + 1) * n] for i in range(len(load_values))]
 
     def save(self, folder: Path) -> dict[str, Any]:
         """Write the trees into ``folder``; return the JSON entry that describes the calibration."""

@@ -108,10 +108,10 @@ class LatencyRegressor:
         n = len(kernels)
         out = [{t: values[i * n : (i + 1) * n] for t, values in predicted.items()} for i in range(len(loads))]
         if self.device_calibration is not None and n:
-            for load, targets in zip(loads, out, strict=True):
-                # The ratio was learned on mean times; a regressor without a mean target reads its first one.
-                reference = targets.get("mean_ms", next(iter(targets.values())))
-                ratio = self.device_calibration.ratios(kernels, reference, float(load[self.load_fields[0]]))
+            # The ratio was learned on mean times; a regressor without a mean target reads its first one.
+            means = [targets.get("mean_ms", next(iter(targets.values()))) for targets in out]
+            values = [float(load[self.load_fields[0]]) for load in loads]
+            for targets, ratio in zip(out, self.device_calibration.ratios(kernels, means, values), strict=True):
                 for target in targets:
                     targets[target] = targets[target] * ratio
         return out

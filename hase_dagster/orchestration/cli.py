@@ -405,9 +405,7 @@ def cmd_predictor_calibrate(args: argparse.Namespace) -> int:
     local = tables_kernel_benchmarks(args.tables, source.ep)
     reference = tables_kernel_benchmarks(args.reference_tables, source.ep)
     where = {"tables": str(args.tables), "reference_tables": str(args.reference_tables)}
-    folder = calibrate_bundle(source, local, reference, out, args.name, args.device, where)
-    calibration = load_bundle(folder).predictor.regressor.device_calibration
-    assert calibration is not None  # what calibrate_bundle wrote
+    folder, calibration = calibrate_bundle(source, local, reference, out, args.name, args.device, where)
     print(
         f"bundle {args.name} ({calibration.device}) written to {folder}: bundle {source.name}'s kernel times x the "
         f"speed ratio of {calibration.pairs} shared kernel timings (median {calibration.median_ratio:.3f}, "
