@@ -114,6 +114,40 @@ def test_after_one_death_files_of_the_same_operators_go_to_the_host_clock_at_onc
     assert [r["clock"] for r in rows] == ["host", "host", "device"]
 
 
+def split_network(path: Path, sizes: list[int]) -> Path:
+    """One Split of a [1, sum(sizes), 4] input into ``sizes`` along axis 1, the way a kernel file holds it."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    total = sum(sizes)
+    outputs = [helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, n, 4]) for i, n in enumerate(sizes)]
+    graph = helper.make_graph(
+        [helper.make_node("Split", ["x", "split"], [o.name for o in outputs], axis=1)],
+        "split",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, total, 4])],
+        outputs,
+        [numpy_helper.from_array(np.array(sizes, dtype=np.int64), "split")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def test_one_uneven_split_that_kills_the_device_clock_leaves_even_splits_on_it(tmp_path: Path) -> None:
+    # ORT's CUDA Split stages uneven sizes in pinned host buffers, which kill the device clock, and even ones
+    # not: after rnn_uneven.onnx dies, another uneven Split goes to the host clock at once, even ones stay
+    files = [
+        split_network(tmp_path / "rnn_uneven.onnx", [2, 4]),
+        split_network(tmp_path / "even3.onnx", [2, 2, 2]),
+        split_network(tmp_path / "uneven.onnx", [1, 5]),
+        split_network(tmp_path / "even2.onnx", [3, 3]),
+    ]
+    rows = on_the_stand_in_device_clock(files)
+    assert [r["status"] for r in rows] == ["ok"] * 4
+    assert [r["clock"] for r in rows] == ["host", "device", "host", "device"]
+
+
 def test_on_the_host_clock_a_file_that_kills_the_process_is_not_timed_again(tmp_path: Path) -> None:
     target = BenchmarkTarget(small_network(tmp_path / "rnn.onnx"), {})
     with TelemetrySampler(metric_source("cpu", HOST_FIELDS), interval_s=0.05) as sampler:

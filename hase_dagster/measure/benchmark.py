@@ -187,15 +187,28 @@ def _time_in_child(connection: Any, how: _HowToTime) -> None:
     connection.close()
 
 
-def _op_types(path: Path) -> frozenset[str]:
-    """The operator types of an ONNX file's graph (empty when it does not load)."""
+ClockKey = tuple[frozenset[str], int, bool]
+
+
+def _clock_key(path: Path) -> ClockKey:
+    """What decides whether an ONNX file's run survives the device clock: its graph's operator types, its number
+    of outputs and whether they all share one shape (empty, 0, True when it does not load).
+
+    The outputs are in the key because ORT's CUDA Split stages uneven split sizes in pinned host buffers (the
+    ones a run that does not synchronize frees in a stream callback, where CUDA refuses it) and even ones not:
+    one Split of 4 and 60 rows must not send the even three-way splits of attention heads to the host clock.
+    """
     import onnx
 
     try:
         graph = onnx.load(str(path), load_external_data=False).graph
     except Exception:  # a broken file is the child's to report
-        return frozenset()
-    return frozenset(f"{node.domain}.{node.op_type}" for node in graph.node)
+        return frozenset(), 0, True
+    shapes = {
+        tuple(d.dim_value if d.HasField("dim_value") else d.dim_param for d in output.type.tensor_type.shape.dim)
+        for output in graph.output
+    }
+    return frozenset(f"{node.domain}.{node.op_type}" for node in graph.node), len(graph.output), len(shapes) <= 1
 
 
 class _ChildTimer:
@@ -206,7 +219,8 @@ class _ChildTimer:
     ORT's CUDA LSTM and GRU abort a run that does not synchronize (their pinned host buffers are freed in a
     stream callback, where CUDA refuses cudaFreeHost: error 800), which the device clock needs and a user's
     run does not. Such a row's ``clock`` says ``host``: it includes the launch and sync (57-93 us on the H100).
-    Later files of the same operators go to the host clock at once (each death costs two process starts).
+    Later files of the same operators and output layout (:func:`_clock_key`) go to the host clock at once (each
+    death costs two process starts).
     """
 
     def __init__(self, how: _HowToTime) -> None:
@@ -214,10 +228,10 @@ class _ChildTimer:
         self._child: Any = None
         self._connection: Any = None
         self._on_host: _ChildTimer | None = None
-        self._host_clock_ops: set[frozenset[str]] = set()  # the operator sets that killed the device clock
+        self._host_clock_keys: set[ClockKey] = set()  # the files' kinds that killed the device clock
 
     def __call__(self, path: Path) -> tuple[dict[str, Any] | None, str | None]:
-        if self._on_host is not None and _op_types(path) in self._host_clock_ops:
+        if self._on_host is not None and _clock_key(path) in self._host_clock_keys:
             return self._on_host(path)
         if self._child is None:
             context = multiprocessing.get_context("spawn")
@@ -237,7 +251,7 @@ class _ChildTimer:
             timing, error = self._on_host(path)
             if timing is None:
                 return None, f"{died}, and on the host clock: {error}"
-            self._host_clock_ops.add(_op_types(path))
+            self._host_clock_keys.add(_clock_key(path))
             return timing, None
         return answer
 

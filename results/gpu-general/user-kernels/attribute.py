@@ -30,6 +30,11 @@ def main() -> int:
     kernels = pd.read_parquet(args.tables / "kernels.parquet")
     timed = pd.read_parquet(args.tables / "kernel_benchmarks.parquet")
     timed = timed[(timed.status == "ok") & (timed.stress_level == 0.0)]
+    # A kernel timed on the host clock (its file killed the device clock's child) includes its launch and sync,
+    # 0.06-0.1 ms, which the regressor's device-clock predictions do not: such kernels are left out of the
+    # comparison and counted apart.
+    host_clocked = set(zip(timed.instance_id[timed.clock == "host"], timed.batch_size[timed.clock == "host"]))
+    timed = timed[timed.clock != "host"]
     measured_ms = timed.groupby(["instance_id", "batch_size"]).mean_ms.mean()
     models = pd.read_parquet(args.tables / "model_benchmarks.parquet")
     models = models[models.status == "ok"].set_index(["variant_id", "stress_level"])
@@ -63,9 +68,12 @@ def main() -> int:
                 "network": variant,
                 "kernels": len(frame),
                 "timed": int(frame.measured_ms.notna().sum()),
+                "host-clocked": sum((k.instance_id, batch) in host_clocked for k in variant_kernels),
                 "kernel sum measured ms": round(frame.measured_ms.sum(), 3),
-                "kernel sum predicted ms": round(frame.predicted_ms.sum(), 3),
-                "kernels error %": round((frame.predicted_ms.sum() / frame.measured_ms.sum() - 1) * 100, 1),
+                "kernel sum predicted ms": round(frame.predicted_ms[frame.measured_ms.notna()].sum(), 3),
+                "kernels error %": round(
+                    (frame.predicted_ms[frame.measured_ms.notna()].sum() / frame.measured_ms.sum() - 1) * 100, 1
+                ),
                 **{
                     f"model @{level} measured / predicted ms": f"{m:.2f} / {p:.2f} ({(p / m - 1) * 100:+.0f}%)"
                     for level, (m, p) in whole.items()
@@ -89,14 +97,14 @@ def main() -> int:
                     "tflops": kernel.flops / row.measured_ms / 1e9 if row.measured_ms else float("nan"),
                 }
             )
-        families = frame.groupby("family")[["measured_ms", "predicted_ms"]].sum()
+        families = frame.dropna(subset=["measured_ms"]).groupby("family")[["measured_ms", "predicted_ms"]].sum()
         families["count"] = frame.groupby("family").size()
         families["excess_ms"] = families.predicted_ms - families.measured_ms
         families["error %"] = (families.predicted_ms / families.measured_ms - 1) * 100
         families = families.reindex(families.excess_ms.abs().sort_values(ascending=False).index).head(args.top)
         for family, r in families.round(3).iterrows():
             by_family.append({"network": variant, "family": family, **r.to_dict()})
-    print("## Kernels and whole models (H100, idle kernels timed standalone)\n")
+    print("## Kernels and whole models (idle kernels timed standalone on the device clock; host-clocked ones apart)\n")
     print(pd.DataFrame(summary).to_markdown(index=False))
     print("\n## Families with the largest error in ms, per network\n")
     print(pd.DataFrame(by_family).to_markdown(index=False))
