@@ -171,3 +171,59 @@ def test_fusion_rules_asset_checks_every_variant(
     frame = pd.DataFrame([{"variant_id": v, **row} for v in ("block", "block2")])
     hase.warehouse().replace_partition("model_files", {"batch_size": 1}, frame)
     assert not check()
+
+
+def _channels_last_pool(path: Path, transpose_after: bool) -> Path:
+    """Relu on NHWC, Transpose to NCHW, same-padding Pad, MaxPool (NesT's pooling between channels-last blocks),
+    then a Transpose back to NHWC when ``transpose_after``. Three channels: no NCHWc pool on the CPU EP."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Transpose", ["r"], ["t"], name="to_nchw", perm=[0, 3, 1, 2]),
+        helper.make_node("Pad", ["t", "pads", "fill"], ["p"], name="pad", mode="constant"),
+        helper.make_node("MaxPool", ["p"], ["m"], name="pool", kernel_shape=[3, 3], strides=[2, 2]),
+    ]
+    if transpose_after:
+        nodes.append(helper.make_node("Transpose", ["m"], ["y"], name="to_nhwc", perm=[0, 2, 3, 1]))
+    else:
+        nodes.append(helper.make_node("Relu", ["m"], ["y"], name="relu_after"))
+    graph = helper.make_graph(
+        nodes,
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8, 8, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [
+            numpy_helper.from_array(np.array([0, 0, 0, 0, 0, 0, 1, 1], dtype=np.int64), "pads"),
+            numpy_helper.from_array(np.array(-np.inf, dtype=np.float32), "fill"),
+        ],
+    )
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), path)
+    return path
+
+
+def _pad_input_shape(kernels: list) -> tuple[int, ...]:
+    [pad] = [k for k in kernels if k.op_type == "Pad"]
+    return tuple(pad.inputs[0].shape)
+
+
+def test_a_pad_between_transposes_around_a_max_pool_runs_in_the_first_transposes_input_layout(
+    tmp_path: Path,
+) -> None:
+    # rules learned where ORT leaves the Pad on the NCHW tensor; then the chain with a Transpose after the pool,
+    # where ORT's transpose optimizer moves the first Transpose below the Pad: the static list must follow
+    kept = _channels_last_pool(tmp_path / "kept.onnx", transpose_after=False)
+    kept_analysis = analyze_model(kept, "cpu", tmp_path / "kept.opt.onnx")
+    assert _pad_input_shape(kept_analysis.kernels) == (2, 3, 8, 8)
+    rules = learn_rules([(onnx.load(str(kept)), kept_analysis.kernels)], "cpu", onnxruntime.__version__, "test CPU")
+    assert _pad_input_shape(detect_kernels(kept, rules).kernels) == (2, 3, 8, 8)
+
+    moved = _channels_last_pool(tmp_path / "moved.onnx", transpose_after=True)
+    ort_kernels = analyze_model(moved, "cpu", tmp_path / "moved.opt.onnx").kernels
+    static = detect_kernels(moved, rules).kernels
+    assert _pad_input_shape(ort_kernels) == _pad_input_shape(static) == (2, 8, 8, 3)
+    assert [k.op_type for k in static] == [k.op_type for k in ort_kernels] == [
+        "Relu", "Pad", "Transpose", "MaxPool", "Transpose",
+    ]  # fmt: skip
+    [pad] = [k for k in static if k.op_type == "Pad"]
+    [transpose] = [k for k in static if k.node_name == "to_nchw"]
+    assert tuple(pad.outputs[0].shape) == (2, 9, 9, 3) and transpose.inputs[0].name == pad.outputs[0].name
+    assert tuple(transpose.outputs[0].shape) == (2, 3, 9, 9)

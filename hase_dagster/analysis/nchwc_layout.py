@@ -30,7 +30,7 @@ from typing import Any
 from hase_dagster.analysis.catalog import Kernel
 from hase_dagster.analysis.fusion_rules import round_up
 from hase_dagster.analysis.graph import TensorInfo
-from hase_dagster.analysis.static_detect import _make_kernel
+from hase_dagster.analysis.static_detect import _make_kernel, rebuilt_kernel
 
 NCHWC_DOMAIN = "com.microsoft.nchwc"
 _CONVS = ("Conv", "FusedConv")
@@ -51,25 +51,6 @@ def _with_channels(tensor: TensorInfo, channels: int, name: str | None = None) -
     """``tensor`` with dimension 1 set to ``channels`` (and renamed to ``name`` where given)."""
     shape = (tensor.shape[0], channels, *tensor.shape[2:])
     return dataclasses.replace(tensor, shape=shape, name=name if name is not None else tensor.name)
-
-
-def _rebuilt(
-    kernel: Kernel,
-    inputs: list[TensorInfo] | None = None,
-    outputs: list[TensorInfo] | None = None,
-    op_type: str | None = None,
-    domain: str | None = None,
-    attributes: dict[str, Any] | None = None,
-) -> Kernel:
-    """``kernel`` with the given fields changed, its FLOPs and bytes recomputed from the new shapes."""
-    rebuilt = _make_kernel(
-        kernel.variant_id, kernel.ep, kernel.node_name, kernel.family, op_type or kernel.op_type,
-        kernel.domain if domain is None else domain, kernel.absorbed_ops, kernel.absorbed_op_types,
-        kernel.attributes if attributes is None else attributes, kernel.inputs if inputs is None else inputs,
-        kernel.outputs if outputs is None else outputs, kernel.weight_names,
-    )  # fmt: skip
-    rebuilt.order = kernel.order
-    return rebuilt
 
 
 def _reorder(template: Kernel, op_type: str, source: TensorInfo, target: TensorInfo, channels: int) -> Kernel:
@@ -138,7 +119,7 @@ def nchwc_padded(kernels: list[Kernel], block: int) -> list[Kernel]:
         ]
         outputs = [dataclasses.replace(y, shape=(y.shape[0], out_padded, *y.shape[2:])), *kernel.outputs[1:]]
         attributes = dict(kernel.attributes) | ({"group": out_padded} if depthwise else {})
-        kernels[index] = _rebuilt(kernel, inputs=inputs, outputs=outputs, attributes=attributes)
+        kernels[index] = rebuilt_kernel(kernel, inputs=inputs, outputs=outputs, attributes=attributes)
     return kernels
 
 
@@ -303,7 +284,7 @@ def nchwc_reordered(
         """``kernel`` on NCHWc tensors: its first output NCHWc with ``channels`` original channels."""
         y = kernel.outputs[0]
         outputs = [_with_channels(y, round_up(channels, block), _blocked_name(y.name)), *kernel.outputs[1:]]
-        out.append(_rebuilt(kernel, inputs=inputs, outputs=outputs, **changes))
+        out.append(rebuilt_kernel(kernel, inputs=inputs, outputs=outputs, **changes))
         blocked[y.name] = channels
         only_blocked.add(y.name)
         produced.add(y.name)
@@ -327,7 +308,7 @@ def nchwc_reordered(
                 runs_blocked(kernel, [as_blocked(kernel.inputs[0], kernel), *kernel.inputs[1:]], channels,
                              domain=NCHWC_DOMAIN)  # fmt: skip
             else:
-                out.append(_rebuilt(kernel, inputs=[as_plain(t, kernel) for t in kernel.inputs], domain=""))
+                out.append(rebuilt_kernel(kernel, inputs=[as_plain(t, kernel) for t in kernel.inputs], domain=""))
         elif (op in _UNARY or op == "BatchNormalization") and four_d and acts[0].name in produced:
             x = kernel.inputs[0]
             runs_blocked(kernel, [as_blocked(x, kernel), *kernel.inputs[1:]], blocked[x.name])
@@ -364,10 +345,10 @@ def nchwc_reordered(
         ):
             x = acts[0]
             attributes = {"channels_last": 1, "channels": blocked[x.name]}
-            out.append(_rebuilt(kernel, op_type="ReorderOutput", domain=NCHWC_DOMAIN, attributes=attributes,
+            out.append(rebuilt_kernel(kernel, op_type="ReorderOutput", domain=NCHWC_DOMAIN, attributes=attributes,
                                 inputs=[as_blocked(x, kernel)]))  # fmt: skip
         else:
-            out.append(_rebuilt(kernel, inputs=[as_plain(t, kernel) for t in kernel.inputs]))
+            out.append(rebuilt_kernel(kernel, inputs=[as_plain(t, kernel) for t in kernel.inputs]))
     for name in sorted(only_blocked & ends):  # NCHWc graph outputs (or tensors nothing reads), reordered back
         producer = next(k for k in reversed(out) if any(t.name == _blocked_name(name) for t in k.outputs))
         tensor = next(t for t in producer.outputs if t.name == _blocked_name(name))

@@ -46,6 +46,92 @@ class StaticDetection:
 _MATCHERS: dict[int, list[Matcher]] = {}
 
 
+def rebuilt_kernel(
+    kernel: Kernel,
+    inputs: list[TensorInfo] | None = None,
+    outputs: list[TensorInfo] | None = None,
+    op_type: str | None = None,
+    domain: str | None = None,
+    attributes: dict[str, Any] | None = None,
+) -> Kernel:
+    """``kernel`` with the given fields changed, its FLOPs and bytes recomputed from the new shapes (same order)."""
+    rebuilt = _make_kernel(
+        kernel.variant_id, kernel.ep, kernel.node_name, kernel.family, op_type or kernel.op_type,
+        kernel.domain if domain is None else domain, kernel.absorbed_ops, kernel.absorbed_op_types,
+        kernel.attributes if attributes is None else attributes, kernel.inputs if inputs is None else inputs,
+        kernel.outputs if outputs is None else outputs, kernel.weight_names,
+    )  # fmt: skip
+    rebuilt.order = kernel.order
+    return rebuilt
+
+
+# Ops the look-ahead of ORT's transpose optimizer passes between a MaxPool and a later Transpose (elementwise, one
+# data input): with one, the later Transpose still draws the earlier one down (see pads_before_transposes).
+_LAYOUT_FREE_UNARY = frozenset({"Relu", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "Identity", "Cast", "Erf"})
+
+
+def pads_before_transposes(kernels: list[Kernel]) -> list[Kernel]:
+    """ORT's transpose optimizer on a Transpose -> Pad -> MaxPool chain whose MaxPool output reaches another
+    Transpose: the first Transpose moves below the Pad, so the Pad runs on the Transpose's input layout (NesT's
+    channels-last LayerNorm, Transpose to NCHW, same-padding and max-pool: the Pad runs channels last, a different
+    and on the GPU 20x slower kernel than the NCHW H/W padding the graph reads as).
+
+    Why only then, read off ORT 1.31's optimizer on the CPU EP at the basic level (tests/test_static_detection.py):
+    it pushes a Transpose through a Pad when its look-ahead sees it cancel a later Transpose; MaxPool has a handler
+    (NhwcMaxPool, taken only for 8-bit tensors), which the look-ahead passes, so the push happens and stops at the
+    MaxPool. Without the later Transpose, or with an AveragePool or a Conv (no handler), the Pad keeps its layout.
+
+    Args:
+        kernels: a detected kernel list in execution order, its tensors wired (:func:`_wire`).
+
+    Returns:
+        The list with each such Pad and Transpose swapped (the Pad on the Transpose's input, the Transpose on the
+        padded tensor, each at the other's place in the order); the rest unchanged.
+    """
+    consumers: dict[str, list[int]] = {}
+    for index, kernel in enumerate(kernels):
+        for tensor in kernel.activations:
+            consumers.setdefault(tensor.name, []).append(index)
+
+    def only_consumer(index: int) -> int | None:
+        outputs = kernels[index].outputs
+        users = consumers.get(outputs[0].name, []) if len(outputs) == 1 else []
+        return users[0] if len(users) == 1 else None
+
+    def plain(index: int | None, *op_types: str) -> bool:
+        return index is not None and kernels[index].op_type in op_types and not kernels[index].domain
+
+    def reaches_transpose(index: int) -> bool:
+        after = only_consumer(index)
+        while plain(after, *_LAYOUT_FREE_UNARY):
+            after = only_consumer(after)  # type: ignore[arg-type]
+        return plain(after, "Transpose")
+
+    result = list(kernels)
+    for index, transpose in enumerate(kernels):
+        pad_index = only_consumer(index) if plain(index, "Transpose") else None
+        if pad_index is None or not plain(pad_index, "Pad"):
+            continue
+        pool_index = only_consumer(pad_index)
+        if pool_index is None or not plain(pool_index, "MaxPool") or not reaches_transpose(pool_index):
+            continue
+        pad = kernels[pad_index]
+        perm = [int(p) for p in transpose.attributes.get("perm") or []]
+        source, padded = transpose.activations[0], pad.outputs[0]
+        if sorted(perm) != list(range(len(source.shape))) or len(padded.shape) != len(perm):
+            continue
+        shape = [0] * len(perm)
+        for axis, source_axis in enumerate(perm):
+            shape[source_axis] = padded.shape[axis]
+        moved = dataclasses.replace(padded, name=f"{padded.name}#before_transpose", shape=tuple(shape))
+        data = [source if t.name == transpose.outputs[0].name else t for t in pad.inputs]
+        result[index] = dataclasses.replace(rebuilt_kernel(pad, inputs=data, outputs=[moved]), order=transpose.order)
+        result[pad_index] = dataclasses.replace(
+            rebuilt_kernel(transpose, inputs=[moved], outputs=[padded]), order=pad.order
+        )
+    return result
+
+
 def _matchers(rules: FusionRules) -> list[Matcher]:
     """One matcher per rule, built once per rules object (detection is called in loops)."""
     key = id(rules)
@@ -244,6 +330,7 @@ def _detect(view: GraphView, rules: FusionRules, variant_id: str, started: float
         if hasattr(kernel, "_static_rule"):
             del kernel._static_rule
     _wire(kernels)
+    kernels = pads_before_transposes(kernels)
     live = len(view.live)
     coverage = {
         "original_ops": live,
