@@ -120,3 +120,28 @@ def test_tables_the_warehouse_cannot_hold_are_refused_in_one_line(
     )
     err = capsys.readouterr().err
     assert err.startswith("hase: error: ") and "bogus" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_value_past_32_bits_late_in_a_long_write_is_stored(tmp_path: Path) -> None:
+    # DuckDB infers a Python-object column's type from a sample: 1,999 small byte counts and a 3.3 GB tensor at the
+    # end (a batch-128 kernel among reference rows) once came out INT and failed the whole write
+    store = Warehouse(tmp_path / "w.duckdb")
+    edges = _edges(128, 2000)
+    edges.loc[1999, "bytes"] = 3_288_354_976
+    assert store.replace_partition("dag_edges", {"batch_size": 128, "ep": "cpu"}, edges) == 2000
+    assert store.query("SELECT max(bytes) AS b FROM dag_edges")["b"][0] == 3_288_354_976
+
+
+def test_missing_values_are_stored_as_null_even_in_integer_columns(tmp_path: Path) -> None:
+    store = Warehouse(tmp_path / "w.duckdb")
+    rows = pd.DataFrame(
+        {
+            "instance_id": ["a", "b", "c"], "family": ["Conv"] * 3, "status": ["ok", "error", "ok"],
+            "path": ["k.onnx"] * 3, "stress_level": [0.0] * 3, "batch_size": [1] * 3, "device": ["cpu"] * 3,
+            "ep": ["cpu"] * 3, "n": [50.0, float("nan"), 20.0], "mean_ms": [0.1, float("nan"), 0.2],
+        }
+    )  # fmt: skip
+    store.replace_partition("kernel_benchmarks", {"ep": "cpu"}, rows)
+    stored = store.query("SELECT instance_id, n, mean_ms FROM kernel_benchmarks ORDER BY instance_id")
+    assert stored["n"].isna().tolist() == [False, True, False]
+    assert stored["n"].dropna().tolist() == [50, 20] and stored["mean_ms"].isna().tolist() == [False, True, False]

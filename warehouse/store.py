@@ -55,8 +55,11 @@ class Warehouse:
             try:
                 connection.execute(f"DELETE FROM {table} WHERE {where}", list(partition.values()))
                 if len(rows):
-                    # Missing values are NULL, never NaN cast into an integer column.
-                    connection.register("incoming", rows.astype(object).where(rows.notna(), None))
+                    # DuckDB infers an object column's type from a sample of its values: one of small integers
+                    # came out INT and a later 3.3 GB input_bytes failed to convert (reference rows of batch-128
+                    # kernels). So columns keep their own dtype, and the sample is every row.
+                    connection.execute(f"SET pandas_analyze_sample = {max(len(rows), 1000)}")
+                    connection.register("incoming", _nulls_as_none(rows))
                     columns = ", ".join(rows.columns)
                     connection.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM incoming")
                     connection.unregister("incoming")
@@ -83,6 +86,16 @@ class Warehouse:
             _check_identifier(column)
         clause = " AND ".join(f"{c} = ?" for c in where) or "TRUE"
         return int(self.query(f"SELECT count(*) AS n FROM {table} WHERE {clause}", list(where.values()))["n"][0])
+
+
+def _nulls_as_none(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with each column that has missing values as objects, None where missing (so NaN is never cast
+    into an integer column); the other columns keep their dtypes."""
+    missing = rows.isna().any()
+    out = rows.copy()
+    for column in rows.columns[missing.to_numpy()]:
+        out[column] = rows[column].astype(object).where(rows[column].notna(), None)
+    return out
 
 
 def _check_identifier(name: str) -> None:
