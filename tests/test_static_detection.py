@@ -227,3 +227,26 @@ def test_a_pad_between_transposes_around_a_max_pool_runs_in_the_first_transposes
     [transpose] = [k for k in static if k.node_name == "to_nchw"]
     assert tuple(pad.outputs[0].shape) == (2, 9, 9, 3) and transpose.inputs[0].name == pad.outputs[0].name
     assert tuple(transpose.outputs[0].shape) == (2, 3, 9, 9)
+
+
+def test_a_transpose_of_a_weight_before_a_pad_is_left_as_it_is() -> None:
+    from hase_dagster.analysis.catalog import Kernel
+    from hase_dagster.analysis.graph import TensorInfo
+    from hase_dagster.analysis.static_detect import pads_before_transposes
+
+    def kernel(order: int, op: str, inputs: list[TensorInfo], output: TensorInfo, weights: list[str]) -> Kernel:
+        attributes = {"perm": [0, 3, 1, 2]} if op == "Transpose" else {}
+        return Kernel("v", "cuda", order, f"n{order}", op, op, "", [op], [op], attributes, inputs, [output], weights)
+
+    weight = TensorInfo("w", "float", (1, 4, 4, 3))
+    chain = [
+        kernel(0, "Transpose", [weight], TensorInfo("t", "float", (1, 3, 4, 4)), ["w"]),
+        kernel(1, "Pad", [TensorInfo("t", "float", (1, 3, 4, 4))], TensorInfo("p", "float", (1, 3, 5, 5)), []),
+        kernel(2, "MaxPool", [TensorInfo("p", "float", (1, 3, 5, 5))], TensorInfo("m", "float", (1, 3, 2, 2)), []),
+        kernel(3, "Transpose", [TensorInfo("m", "float", (1, 3, 2, 2))], TensorInfo("y", "float", (1, 2, 2, 3)), []),
+    ]
+    assert pads_before_transposes(chain) == chain
+    chain[0] = kernel(0, "Transpose", [weight], TensorInfo("t", "float", (1, 3, 4, 4)), [])  # now an activation
+    moved = pads_before_transposes(chain)
+    assert [k.op_type for k in moved] == ["Pad", "Transpose", "MaxPool", "Transpose"]
+    assert moved[0].outputs[0].shape == (1, 5, 5, 3) and moved[1].outputs[0].name == "p"

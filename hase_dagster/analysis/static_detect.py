@@ -109,7 +109,7 @@ def pads_before_transposes(kernels: list[Kernel]) -> list[Kernel]:
 
     result = list(kernels)
     for index, transpose in enumerate(kernels):
-        pad_index = only_consumer(index) if plain(index, "Transpose") else None
+        pad_index = only_consumer(index) if plain(index, "Transpose") and transpose.activations else None
         if pad_index is None or not plain(pad_index, "Pad"):
             continue
         pool_index = only_consumer(pad_index)
