@@ -442,6 +442,25 @@ def test_view_ops_cost_a_model_nothing_and_an_older_fit_still_charges_them() -> 
     assert Composition.from_json(older).apply(view_heavy)[0] == pytest.approx(fitted.apply(view_heavy)[0] + 2.0)
 
 
+def test_the_per_kernel_term_counts_launching_kernels_and_an_older_fit_counts_views_too() -> None:
+    """Truth: idle sum plus 2 us per kernel that launches on the device; the training models have few views.
+    The fit recovers the launch cost and gives a view-heavy model nothing for its views, where counting them
+    would charge (or, fitted negative, discount) every Reshape. A composition fitted before still counts views."""
+    points = []
+    for i, idle in enumerate((0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)):
+        kernels, views = 100 + 40 * i, i % 2
+        truth = idle + 0.002 * (kernels - views)
+        points.append((Sums(0, idle, idle, kernels, 0.0, idle_mean_ms=idle, view_kernels=views), truth, truth))
+    fitted = Composition.fit(points)
+    assert fitted.mean_coefficients is not None
+    assert fitted.mean_coefficients["per_kernel"] == pytest.approx(0.002, rel=0.05)
+    view_heavy = Sums(0, 5.0, 5.0, 600, 0.0, idle_mean_ms=5.0, view_kernels=300)
+    assert fitted.apply(view_heavy)[0] == pytest.approx(5.0 + 0.002 * 300, rel=0.02)
+    older = Composition.from_json({k: v for k, v in fitted.to_json().items() if k != "per_kernel_counts_views"})
+    assert older.per_kernel_counts_views
+    assert older.apply(view_heavy)[0] == pytest.approx(fitted.apply(view_heavy)[0] + 300 * 0.002, rel=0.02)
+
+
 def test_composition_round_trips_through_json() -> None:
     points = [(Sums(0, i, i, 10, 0.0, idle_mean_ms=i), 1.2 * i + 0.1, 1.5 * i) for i in (1.0, 2.0, 5.0, 9.0)]
     fitted = Composition.fit(points)

@@ -250,3 +250,41 @@ def test_a_transpose_of_a_weight_before_a_pad_is_left_as_it_is() -> None:
     moved = pads_before_transposes(chain)
     assert [k.op_type for k in moved] == ["Pad", "Transpose", "MaxPool", "Transpose"]
     assert moved[0].outputs[0].shape == (1, 5, 5, 3) and moved[1].outputs[0].name == "p"
+
+
+def test_a_mask_built_from_the_batch_shape_is_not_evaluated_and_its_kernels_keep_their_shapes(tmp_path: Path) -> None:
+    """MViTv2's exports build masks from the input's shape (Shape -> ConstantOfShape -> Where): evaluated as
+    constants they grow with the batch (24 GB at batch 64). Static detection keeps their inferred shapes without
+    building them: the 16.8-million-element mask here would take 67 MB."""
+    import tracemalloc
+
+    batch, side = 64, 512
+    nodes = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        helper.make_node(
+            "ConstantOfShape", ["shape"], ["ones"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [1.0])
+        ),
+        helper.make_node("Mul", ["x", "ones"], ["y"]),
+        helper.make_node("NonZero", ["x"], ["where"]),  # a shape inference leaves unknown: the fold pass runs
+    ]  # fmt: skip
+    graph = helper.make_graph(
+        nodes,
+        "mask",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, side, side])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, side, side]),
+            helper.make_tensor_value_info("where", TensorProto.INT64, None),
+        ],
+    )
+    path = tmp_path / "mask.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    rules = FusionRules(ep="cuda", ort_version=onnxruntime.__version__, device="test", rules=[])
+    tracemalloc.start()
+    try:
+        kernels = detect_kernels(path, rules).kernels
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 20e6
+    [mul] = [k for k in kernels if k.op_type == "Mul"]
+    assert tuple(mul.inputs[1].shape) == (batch, side, side)

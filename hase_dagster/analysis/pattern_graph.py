@@ -32,6 +32,10 @@ ort_name_of_onnx_type = functools.lru_cache(maxsize=64)(_ort_name_uncached)
 # Initializers up to this many elements keep their values for shape inference (Reshape targets,
 # Slice bounds); larger ones (weights) are passed as typed inputs, so inference does not copy them.
 SMALL_CONSTANT_ELEMENTS = 64
+# The largest value the fold pass evaluates or keeps: shapes and index vectors are far smaller, while the constant
+# masks and tables some exports build from shapes at run time (MViTv2's ConstantOfShape -> Where -> ScatterND) grow
+# with the batch and took 24 GB at batch 64 when evaluated. Larger outputs keep their inferred shape only.
+FOLD_MAX_ELEMENTS = 1 << 20
 SHAPE_OP_TYPES = frozenset({"Shape", "Size"})
 
 
@@ -147,6 +151,8 @@ def _evaluate(
         return [np.array(int(np.prod(shape.shape)), dtype=np.int64)]
     if any(name and name not in values for name in node.input):
         return None
+    if _output_elements(node, values) > FOLD_MAX_ELEMENTS:
+        return None
     # Imported here: building the reference runtime's op table takes tens of ms, and most models
     # (static shapes) never need it.
     from onnx.reference import ReferenceEvaluator
@@ -160,6 +166,23 @@ def _evaluate(
         return list(evaluator.run(None, {name: values[name] for name in node.input if name}))
     except Exception:  # an op the reference runtime lacks: its outputs stay unknown
         return None
+
+
+def _output_elements(node: onnx.NodeProto, values: dict[str, np.ndarray]) -> int:
+    """How many elements the outputs of a node that makes a tensor from a shape would hold (ConstantOfShape,
+    Expand, Tile); 0 for any other node, whose outputs are no larger than its known inputs allow."""
+    try:
+        if node.op_type == "ConstantOfShape":
+            return int(np.prod(values[node.input[0]], dtype=np.float64))
+        if node.op_type == "Expand":
+            shape = np.broadcast_shapes(values[node.input[0]].shape, tuple(int(d) for d in values[node.input[1]]))
+            return int(np.prod(shape, dtype=np.float64))
+        if node.op_type == "Tile":
+            repeats = np.asarray(values[node.input[1]], dtype=np.float64)
+            return int(values[node.input[0]].size * np.prod(repeats))
+    except (ValueError, IndexError, KeyError):  # shapes that do not broadcast: the evaluator says so
+        return 0
+    return 0
 
 
 def _memo_key(index: int, node: onnx.NodeProto, values: dict[str, np.ndarray]) -> tuple[Any, ...] | None:
@@ -235,7 +258,8 @@ def _fold_and_infer(
             for name, value in zip(node.output, results):
                 if name:
                     array = np.asarray(value)
-                    values[name] = array
+                    if array.size <= FOLD_MAX_ELEMENTS:
+                        values[name] = array
                     element_type = _element_type(array)
                     types[name] = _tensor_type(element_type, tuple(array.shape))
                     out[name] = TensorInfo(name, ort_name_of_onnx_type(element_type), tuple(array.shape))

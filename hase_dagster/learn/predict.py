@@ -60,6 +60,8 @@ class Sums:
     view_mean_ms: float = 0.0
     # Each non-view kernel's idle time, for the launch-bound term.
     idle_kernel_ms: tuple[float, ...] = ()
+    # How many of the kernels are views (VIEW_FAMILIES): they launch nothing on the device.
+    view_kernels: int = 0
     # How a co-tenant time-slices the device (GPUs); None where the EP does not time-slice (the CPU).
     time_slicing: TimeSlicing | None = None
     # Kernels that stage their arguments in host memory and wait for a co-tenant on their own: long Concats and
@@ -99,9 +101,11 @@ class Sums:
         behind long kernels hides the dispatch of the short ones after them."""
         return pipelined_end_ms(self.idle_kernel_ms, dispatch_ms) - float(sum(self.idle_kernel_ms))
 
-    def values(self, dispatch_ms: float, wait_gpu_share: float = 1.0) -> dict[str, float]:
+    def values(self, dispatch_ms: float, wait_gpu_share: float = 1.0, count_views: bool = True) -> dict[str, float]:
         """Each mean term's value for this model (see :data:`MEAN_TERMS`), the host dispatching one
-        kernel per ``dispatch_ms`` and the time-slicing wait charged on ``wait_gpu_share`` of the idle sum."""
+        kernel per ``dispatch_ms`` and the time-slicing wait charged on ``wait_gpu_share`` of the idle sum;
+        ``per_kernel`` counts the views too with ``count_views`` (compositions fitted before
+        :data:`PER_KERNEL_COUNTS_VIEWS`)."""
         share = self.load_util / 100.0
         idle = self.idle_mean_ms - self.view_idle_ms
         wait_mean, wait_p90 = self.timeslice_wait_ms(wait_gpu_share)
@@ -111,7 +115,7 @@ class Sums:
             "idle_kernels": idle,
             "load_share_x_idle": share * idle,
             "loaded_kernels": self.mean_ms - self.view_mean_ms,
-            "per_kernel": float(self.kernels),
+            "per_kernel": float(self.kernels if count_views else self.kernels - self.view_kernels),
             "per_run": 1.0,
             # Retired from MEAN_TERMS (see RETIRED_TERMS); a composition fitted before still reads it.
             "view_ops": self.view_idle_ms,
@@ -315,8 +319,9 @@ MEAN_TERMS: tuple[Term, ...] = (
         -_INF,
         _INF,
         0.0,
-        "kernel count: a host-clocked kernel alone pays a launch and sync a model pays once (negative); a "
-        "device-clocked one lacks the host's gap between kernels (positive)",
+        "count of kernels that launch on the device (views apart, PER_KERNEL_COUNTS_VIEWS): a host-clocked "
+        "kernel alone pays a launch and sync a model pays once (negative); a device-clocked one lacks the GPU's "
+        "gap between launches (positive)",
     ),
     Term("per_run", 0.0, _INF, 0.0, "1 ms: a whole run's fixed host work (binding, dispatch, sync)"),
     Term(
@@ -431,12 +436,22 @@ DISPATCH_CANDIDATES_MS = (0.0, 0.002, 0.004, 0.006, 0.008, 0.010, 0.012, 0.016, 
 WAIT_GPU_SHARE_CANDIDATES = (0.7, 0.8, 0.9, 1.0)
 # A run this short crosses no slice boundary (the H100's slices are 1.75 ms): its wait is the arrival wait.
 ARRIVAL_RUN_MS = 0.05
+# Whether the per_kernel term counts view kernels. CUPTI of whole runs on an H200 (results/gpu-general/gaps) put a
+# gap of 1.6-1.9 us between the GPU's consecutive device events at batch 16 and 64, queued in time, in every network
+# (ResNet-50, DeiT-S, NesT, Swin V2, TNT): a run's GPU time grows by launches, and a view launches none.
+PER_KERNEL_COUNTS_VIEWS = False
 # Pull toward each term's prior, in units of squared relative error per (column-scaled) term.
 RIDGE = 1e-6
 
 
-def _design(points: list[Sums], terms: tuple[Term, ...], dispatch_ms: float, wait_gpu_share: float = 1.0) -> np.ndarray:
-    rows = [s.values(dispatch_ms, wait_gpu_share) for s in points]
+def _design(
+    points: list[Sums],
+    terms: tuple[Term, ...],
+    dispatch_ms: float,
+    wait_gpu_share: float = 1.0,
+    count_views: bool = PER_KERNEL_COUNTS_VIEWS,
+) -> np.ndarray:
+    rows = [s.values(dispatch_ms, wait_gpu_share, count_views) for s in points]
     return np.array([[row[t.name] for t in terms] for row in rows])
 
 
@@ -494,6 +509,7 @@ class Composition:
     host_floor_ms: float = 0.0
     wait_gpu_share: float = 1.0
     wait_included_families: tuple[str, ...] = ()
+    per_kernel_counts_views: bool = True
 
     @classmethod
     def fit(
@@ -547,12 +563,13 @@ class Composition:
             host_floor_ms,
             share,
             wait_included_families,
+            PER_KERNEL_COUNTS_VIEWS,
         )
 
     def apply(self, sums: Sums) -> tuple[float, float]:
         if self.mean_coefficients is None or self.p90_coefficients is None:
             return sums.mean_ms, max(sums.p90_ms, sums.mean_ms)
-        values = sums.values(self.dispatch_ms, self.wait_gpu_share)
+        values = sums.values(self.dispatch_ms, self.wait_gpu_share, self.per_kernel_counts_views)
         # A negative per-kernel term must not drive a prediction below a tenth of the idle sum.
         floor = 0.1 * sums.idle_mean_ms
         mean = max(sum(c * values[name] for name, c in self.mean_coefficients.items()), floor)
@@ -577,6 +594,7 @@ class Composition:
             float(data.get("host_floor_ms", 0.0)),  # compositions fitted before it: device-clock behaviour
             float(data.get("wait_gpu_share", 1.0)),  # compositions fitted before it: the whole idle sum
             tuple(data.get("wait_included_families", ())),  # compositions fitted before it: none
+            bool(data.get("per_kernel_counts_views", True)),  # compositions fitted before it: views counted
         )
 
 
@@ -724,6 +742,7 @@ def kernel_sums(
         view_idle_ms=sum(p.mean_ms for p in idle if p.family in VIEW_FAMILIES),
         view_mean_ms=sum(p.mean_ms for p in predictions if p.family in VIEW_FAMILIES),
         idle_kernel_ms=tuple(p.mean_ms for p in idle if p.family not in VIEW_FAMILIES),
+        view_kernels=sum(p.family in VIEW_FAMILIES for p in predictions),
         time_slicing=time_slicing,
         host_staged=host_staged,
         wait_included_idle_ms=sum(p.mean_ms for p in idle if p.family in wait_included_families),
