@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from hase_dagster.core.config import TimingOptions
-from hase_dagster.measure.cupti import DEVICE_EVENT_CATEGORIES
+from hase_dagster.measure.cupti import DEVICE_EVENT_CATEGORIES, profiled_events
 from hase_dagster.measure.runner import ModelRunner
 
 # Gaps shorter than this are the GPU's back-to-back launch latency; they are summed but not itemized.
@@ -117,28 +117,17 @@ def run_gaps(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 def study(path: Path, runs: int) -> dict[str, Any]:
     """One file: warm it up as the settled timing does, then trace ``runs`` runs with host and CUDA activities."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile, record_function
+    from torch.profiler import record_function
 
     runner = ModelRunner(path, "cuda", level="all")
     timing = runner.time(TimingOptions(warmup=5, warmup_seconds=1.0, min_loops=20, max_loops=2000, max_seconds=2.0))
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(runs):
-            with record_function("run"):
-                runner._run()
-        torch.cuda.synchronize()
-    events = [dict(e) for e in _trace_events(prof)]
+
+    def one_run() -> None:
+        with record_function("run"):
+            runner._run()
+
+    events = profiled_events(one_run, runs, host=True)
     return {"file": path.name, "clean_wall_median_ms": timing.median_ms, **run_gaps(events)}
-
-
-def _trace_events(prof: Any) -> list[dict[str, Any]]:
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(trace))
-        return json.loads(trace.read_text()).get("traceEvents", [])
 
 
 def main(argv: list[str] | None = None) -> int:
