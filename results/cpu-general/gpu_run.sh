@@ -7,7 +7,7 @@
 # network), MODELS (torchvision classifiers exported beside them, space-separated; none by default), OTHER_KINDS
 # (other_kinds.py's networks, comma-separated; none by default), TRANSFORMERS (set_r.py's networks, comma-separated, with
 # SKIP its NAME_bB files not to make; none by default), TIMM (timm_set.py's models, space-separated, with TIMM_WHEEL the
-# timm wheel to install; none by default).
+# timm wheel to install; none by default), HAND_OPS (hand_ops_set.py's seeds; none by default).
 #   set D on the H100 (2026-11-24): WORK=/tmp/setD-gpu SEEDS=737-748 BATCHES=1,4,16,64 MODELS="regnet_x_800mf
 #   regnet_y_1_6gf efficientnet_b1 shufflenet_v2_x1_5 squeezenet1_0 mnasnet0_75" bash results/cpu-general/gpu_run.sh
 #   (exporting those 72 files took 4 min on the host: with BUDGET_S=540 the first call ran past the 600 s limit
@@ -64,6 +64,8 @@
 #   set S on the H100 (fixed 2026-11-27 10:44 UTC, before any prediction or timing; timm models, a library no profile,
 #   probe or earlier set drew from): WORK=/tmp/setS-gpu SEEDS=none BATCHES=1,4,16,64 TIMM="$(cat results/cpu-general/setS-models.txt)"
 #   TIMM_WHEEL=.gpuhost/timm/timm-1.0.31-py3-none-any.whl BUDGET_S=300 bash results/cpu-general/gpu_run.sh
+#   set AG on an H200 (seeds fixed 2026-11-28 16:42 UTC, predicted blind at 16:44): WORK=/tmp/setAG-gpu SEEDS=none
+#   HAND_OPS=901-912 BATCHES=1,16,64 bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
@@ -85,6 +87,8 @@ if [ ! -e "$work/files/traits.json" ]; then
     cp "$work/files/timm.json" "$work/files/timm-failed.json" "$work/" 2>/dev/null
     python3 results/cpu-general/onnx_ops.py "$work/files" > "$work/ops.json" 2>> "$work/export.log"
   fi
+  [ -z "${HAND_OPS:-}" ] || python3 results/cpu-general/hand_ops_set.py "$work/files" --seeds "$HAND_OPS" \
+    --batch-sizes "${BATCHES:-16,64}" >> "$work/export.log" 2>&1
   if [ "${SEEDS:-701-724}" = none ]; then
     echo '[]' > "$work/files/traits.json"  # no generator network: the folder is whole
   else
