@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from hase_dagster.analysis.analyze import ModelAnalysis, analyze_model
-from hase_dagster.analysis.fusion_rules import FusionRules, learn_rules
+from hase_dagster.analysis.fusion_rules import FusionRules, extended, learn_rules
 from hase_dagster.analysis.kernel_agreement import agreement_check, compare_kernels
 from hase_dagster.analysis.static_detect import detect_kernels
 from hase_dagster.core.errors import HaseError
@@ -288,3 +288,28 @@ def test_a_mask_built_from_the_batch_shape_is_not_evaluated_and_its_kernels_keep
     assert peak < 20e6
     [mul] = [k for k in kernels if k.op_type == "Mul"]
     assert tuple(mul.inputs[1].shape) == (batch, side, side)
+
+
+def _rule(ops: list[str], family: str) -> dict:
+    pattern = [{"domain": "", "inputs": [["ext", 0]], "internal": [False], "n_outputs": 1, "op": op} for op in ops]
+    return {"pattern": pattern, "family": family, "kernel": None, "conditions": {}, "precision": 1.0, "positives": 1}
+
+
+def test_extending_rules_adds_only_the_fusions_the_base_has_no_pattern_for() -> None:
+    base = FusionRules("cuda", "1.31.1", "H100", [_rule(["Conv", "Relu"], "Conv_Relu")], {"variants": ["zoo"]})
+    extra = FusionRules(
+        "cuda",
+        "1.31.1",
+        "H200",
+        [_rule(["Conv", "Relu"], "Other"), _rule(["Pow", "ReduceMean"], "Pow_ReduceMean"), _rule(["Einsum"], "Einsum")],
+        {"variants": ["hand"], "learned_at": "now"},
+    )
+    out = extended(base, extra, "hand_ops_set")
+    assert [(r["id"], r["family"]) for r in out.rules[1:]] == [(1, "Pow_ReduceMean")]
+    assert out.rules[0]["family"] == "Conv_Relu"  # the base's rule for a pattern both have
+    assert out.provenance["variants"] == ["zoo"]
+    assert out.provenance["extensions"] == [
+        {"source": "hand_ops_set", "learned_at": "now", "families": ["Pow_ReduceMean"], "variants": ["hand"]}
+    ]
+    with pytest.raises(HaseError, match="cannot extend cuda rules of ORT 1.31.1 with cpu"):
+        extended(base, dataclasses.replace(extra, ep="cpu"), "x")

@@ -641,3 +641,40 @@ def _learn_inserts(
             )
         entry = rules[rule_id]["inserts"].setdefault(str(slot), {"totals": dict(totals[(rule_id, slot)]), "chains": {}})
         entry["chains"][chain_key] = {"by_producer": dict(by_producer), "kernels": templates}
+
+
+def extended(base: FusionRules, extra: FusionRules, source: str) -> FusionRules:
+    """``base`` with the fusions ``extra`` learned and ``base`` has no rule for.
+
+    A teacher shows only the fusions its models contain: the zoo's exports never wrote an RMSNorm or GELU's tanh
+    form by hand, so rules learned on them keep those ops unfused where ORT fuses them. Rules learned from another
+    teacher on the same EP and ORT version add those patterns; a pattern ``base`` already has keeps ``base``'s
+    rule (its conditions were learned on its own counter-examples), and single-op rules are not taken (an op no
+    rule covers stays one kernel anyway).
+
+    Args:
+        base: the rules to extend.
+        extra: rules learned from another teacher (the same EP and ORT version).
+        source: where ``extra``'s teacher comes from, recorded in the provenance.
+
+    Returns:
+        The extended rules; ``extra``'s get ids after ``base``'s.
+
+    Raises:
+        HaseError: the two are of different EPs or ORT versions.
+    """
+    if (base.ep, base.ort_version) != (extra.ep, extra.ort_version):
+        raise HaseError(
+            f"cannot extend {base.ep} rules of ORT {base.ort_version} with {extra.ep} rules of ORT {extra.ort_version}"
+        )
+    have = {pattern_key(rule["pattern"]) for rule in base.rules}
+    added = [rule for rule in extra.rules if len(rule["pattern"]) > 1 and pattern_key(rule["pattern"]) not in have]
+    rules = [*base.rules, *({**rule, "id": len(base.rules) + i} for i, rule in enumerate(added))]
+    extension = {
+        "source": source,
+        "learned_at": extra.provenance.get("learned_at"),
+        "families": [rule["family"] for rule in added],
+        "variants": extra.provenance.get("variants", []),
+    }
+    provenance = {**base.provenance, "extensions": [*base.provenance.get("extensions", []), extension]}
+    return FusionRules(ep=base.ep, ort_version=base.ort_version, device=base.device, rules=rules, provenance=provenance)

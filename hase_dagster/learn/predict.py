@@ -29,6 +29,7 @@ from hase_dagster.analysis.graph import TensorInfo
 from hase_dagster.analysis.model_dag import critical_path_ms
 from hase_dagster.analysis.peak_memory import predict_peak_memory
 from hase_dagster.learn.graph_factors import GraphFactors, kernel_category
+from hase_dagster.learn.proxies import proxy_records
 from hase_dagster.learn.regressor import LatencyRegressor
 from hase_dagster.learn.timeslice import TimeSlicing
 
@@ -42,7 +43,9 @@ class KernelPrediction:
     median_ms: float
     mean_ms: float
     p90_ms: float
-    fallback: bool
+    fallback: bool  # its family has no training row
+    # the trained families that answered for a fallback kernel (learn.proxies), "+"-joined; "" for none
+    proxy_family: str = ""
 
 
 @dataclass
@@ -654,8 +657,18 @@ def predict_kernels_under(
     categories = [kernel_category(k) for k in kernels] if factors is not None else []
     # whether each kernel's (feature) family was trained on: once per kernel, not per load
     fallback = [not regressor.knows(k.family, record) for k, record in zip(kernels, records)]
+    # a kernel of an unknown family is predicted as the trained kernels that do its work, where some do
+    proxied = [
+        (proxy_records(record, lambda r: regressor.knows(str(r["family"]), r)) if unknown else None) or [record]
+        for record, unknown in zip(records, fallback)
+    ]
+    owner = np.repeat(np.arange(len(records)), [len(p) for p in proxied])
+    flat = [r for p in proxied for r in p]
+    proxy_family = ["+".join(str(r["family"]) for r in p) if unknown and p[0] is not record else ""
+                    for p, record, unknown in zip(proxied, records, fallback)]  # fmt: skip
     out = []
-    for predicted in regressor.predict_kernels(records, loads):
+    for flat_predicted in regressor.predict_kernels(flat, loads):
+        predicted = {t: np.bincount(owner, v, len(records)) for t, v in flat_predicted.items()}
         if factors is not None:
             predicted = in_graph(factors, categories, predicted)
         out.append(
@@ -669,6 +682,7 @@ def predict_kernels_under(
                     mean_ms=float(predicted["mean_ms"][i]),
                     p90_ms=float(predicted["p90_ms"][i]),
                     fallback=fallback[i],
+                    proxy_family=proxy_family[i],
                 )
                 for i, k in enumerate(kernels)
             ]
@@ -881,12 +895,17 @@ def _model_prediction(
     fallback = [p for p in predictions if p.fallback]
     fallback_families = sorted({p.family for p in fallback})
     fallback_share = sum(p.mean_ms for p in fallback) / listed_sum if listed_sum > 0 else 0.0
+    proxied = [p for p in fallback if p.proxy_family]
     if fallback:
         # A fallback is the trees' answer for an unknown family's shape and bytes; ORT's own kernels for
         # such families can be far slower (swin_v2_t's Pads on the H100: 22x, results/gpu-general/README.md).
+        # A proxied one is predicted as the trained kernels that do its work (learn.proxies).
+        answered = sorted({f"{p.family} as {p.proxy_family}" for p in proxied})
         warnings.append(
             f"{len(fallback)} of {len(predictions)} kernels belong to families without a trained regressor "
-            f"({fallback_families}); their times are fallback estimates, {fallback_share:.0%} of the kernel sum"
+            f"({fallback_families}), {fallback_share:.0%} of the kernel sum; "
+            + (f"{len(proxied)} predicted through proxies ({answered}), " if proxied else "")
+            + f"{len(fallback) - len(proxied)} are fallback estimates"
         )
     if batch_size is not None and regressor.batch_sizes and batch_size not in regressor.batch_sizes:
         warnings.append(
@@ -911,6 +930,7 @@ def _model_prediction(
             "fallback": len(fallback),
             "fallback_families": fallback_families,
             "fallback_share": round(fallback_share, 4),
+            "proxied": len(proxied),
         },
         kernels=predictions,
         warnings=warnings,
