@@ -66,6 +66,9 @@
 #   TIMM_WHEEL=.gpuhost/timm/timm-1.0.31-py3-none-any.whl BUDGET_S=300 bash results/cpu-general/gpu_run.sh
 #   set AG on an H200 (seeds fixed 2026-11-28 16:42 UTC, predicted blind at 16:44): WORK=/tmp/setAG-gpu SEEDS=none
 #   HAND_OPS=901-912 BATCHES=1,16,64 bash results/cpu-general/gpu_run.sh
+#   set AH on an H200 (seeds 913-924 drawn 17:3x UTC after set AG's verdict, predicted blind by the bundles with the
+#   extended rules and proxies before timing): WORK=/tmp/setAH-gpu SEEDS=none HAND_OPS=913-924 BATCHES=1,16,64
+#   bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
