@@ -253,7 +253,8 @@ def build(seed: int) -> tuple[nn.Module, int, dict]:
     return net.eval(), image, {"image": image, **net.traits}
 
 
-def _seeds(text: str) -> list[int]:
+def seeds_of(text: str) -> list[int]:
+    """``701-712`` or ``701,705`` as a list of seeds."""
     out: list[int] = []
     for part in text.split(","):
         low, _, high = part.partition("-")
@@ -289,7 +290,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=1, help="seeds exported at once, each in its own process")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    seeds = _seeds(args.seeds)
+    seeds = seeds_of(args.seeds)
     batches = [int(b) for b in args.batch_sizes.split(",")]
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 import torch.nn as nn  # noqa: PLR0402 (torch's own idiom)
+from checker_nets import seeds_of  # this script's folder: the checker sets' seed ranges
 
 WIDTHS = (128, 192, 256, 384, 512)
 HEAD_DIMS = (32, 64)
@@ -201,15 +202,6 @@ def export(traits: dict[str, Any], batch: int, out: Path) -> Path:
         warnings.simplefilter("ignore")
         torch.onnx.export(net, sample, str(path), opset_version=17, dynamo=False, input_names=["input"])
     return path
-
-
-def seeds_of(text: str) -> list[int]:
-    """``901-912`` or ``901,905`` as a list of seeds."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.partition("-")
-        seeds.extend(range(int(low), int(high or low) + 1))
-    return seeds
 
 
 def main() -> int:
