@@ -658,14 +658,14 @@ def predict_kernels_under(
     # whether each kernel's (feature) family was trained on: once per kernel, not per load
     fallback = [not regressor.knows(k.family, record) for k, record in zip(kernels, records)]
     # a kernel of an unknown family is predicted as the trained kernels that do its work, where some do
-    proxied = [
-        (proxy_records(record, lambda r: regressor.knows(str(r["family"]), r)) if unknown else None) or [record]
+    proxies = [
+        proxy_records(record, lambda r: regressor.knows(str(r["family"]), r)) if unknown else None
         for record, unknown in zip(records, fallback)
     ]
-    owner = np.repeat(np.arange(len(records)), [len(p) for p in proxied])
-    flat = [r for p in proxied for r in p]
-    proxy_family = ["+".join(str(r["family"]) for r in p) if unknown and p[0] is not record else ""
-                    for p, record, unknown in zip(proxied, records, fallback)]  # fmt: skip
+    standing_in = [p or [record] for p, record in zip(proxies, records)]
+    owner = np.repeat(np.arange(len(records)), [len(p) for p in standing_in])
+    flat = [r for p in standing_in for r in p]
+    proxy_family = ["+".join(str(r["family"]) for r in p) if p else "" for p in proxies]
     out = []
     for flat_predicted in regressor.predict_kernels(flat, loads):
         predicted = {t: np.bincount(owner, v, len(records)) for t, v in flat_predicted.items()}

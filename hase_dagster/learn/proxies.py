@@ -30,11 +30,12 @@ from collections.abc import Callable, Mapping
 from math import prod
 from typing import Any
 
-# Elementwise ops with operands broadcast against each other, and the trained families tried for them in order.
-BINARY_ELEMENTWISE: frozenset[str] = frozenset(
-    {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "PRelu", "Equal", "Greater", "Less", "GreaterOrEqual",
-     "LessOrEqual", "And", "Or", "Xor", "BitShift", "Where", "Sum", "Mean"}
-)  # fmt: skip
+from hase_dagster.core.dtypes import element_bytes
+from hase_dagster.learn.features import BROADCAST_ELEMENTWISE_OPS
+
+# Elementwise ops with operands broadcast against each other (and Where's two value operands), and the trained
+# families tried for them in order.
+BINARY_ELEMENTWISE: frozenset[str] = BROADCAST_ELEMENTWISE_OPS | {"Where"}
 BINARY_PROXIES: tuple[str, ...] = ("Add", "Mul")
 # One-input elementwise ops (output shaped as the input), and the trained families tried for them in order.
 UNARY_ELEMENTWISE: frozenset[str] = frozenset(
@@ -56,7 +57,7 @@ NORMALIZATIONS: dict[str, tuple[str, ...]] = {
 def _record(base: Mapping[str, Any], op_type: str, inputs: list[dict[str, Any]], outputs: list[dict[str, Any]],
             flops: float, attributes: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """``base`` as a kernel of ``op_type`` (its own family) on ``inputs`` and ``outputs``."""
-    size = lambda tensors: int(sum(prod(t["shape"]) * _element_bytes(t) for t in tensors))  # noqa: E731
+    size = lambda tensors: int(sum(prod(t["shape"]) * element_bytes(str(t.get("dtype", "float"))) for t in tensors))  # noqa: E731
     return {
         **base,
         "family": op_type,
@@ -72,12 +73,6 @@ def _record(base: Mapping[str, Any], op_type: str, inputs: list[dict[str, Any]],
         "absorbed_ops": [str(base.get("node_name", op_type))],  # one op's kernel, as a trained one of its family
         "absorbed_op_types": [op_type],
     }
-
-
-def _element_bytes(tensor: Mapping[str, Any]) -> int:
-    from hase_dagster.core.dtypes import element_bytes
-
-    return element_bytes(str(tensor.get("dtype", "float")))
 
 
 def _tensor(like: Mapping[str, Any], shape: list[int], suffix: str) -> dict[str, Any]:
