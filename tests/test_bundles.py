@@ -417,6 +417,48 @@ def test_auto_kernels_are_orts_only_for_a_cpu_bundle_of_this_machines_block(
     assert exit_info.value.code == 2 and "invalid choice: 'fastest'" in capsys.readouterr().err
 
 
+def test_a_cpu_bundle_timed_on_another_cpu_model_says_its_predictions_are_for_that_cpu(
+    bundle_copy: Path,
+    resnet18_onnx: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A CPU bundle trained on this machine's CPU model predicts without a device warning; the same bundle with its
+    kernels timed on another CPU model warns, naming both, and predicts the same time."""
+    from hase_dagster.core.ort_runtime import device_name
+
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    args = [
+        "predict",
+        str(resnet18_onnx),
+        "--predictor",
+        str(bundle_copy),
+        "--batch-size",
+        "1",
+        "--load",
+        "idle",
+        "--json",
+    ]
+
+    def answer() -> dict:
+        assert main(args) == 0
+        return json.loads(capsys.readouterr().out)
+
+    provenance = json.loads((bundle_copy / BUNDLE_FILE).read_text())["provenance"]
+    provenance["training"]["devices"] = [device_name("cpu")]
+    _rewrite_document(bundle_copy, provenance=provenance)
+    here = answer()
+    assert not any("timed on" in w for w in here["warnings"])
+    provenance["training"]["devices"] = ["Some Other CPU 9000"]
+    _rewrite_document(bundle_copy, provenance=provenance)
+    elsewhere = answer()
+    (warning,) = [w for w in elsewhere["warnings"] if "timed on" in w]
+    assert "Some Other CPU 9000" in warning and device_name("cpu") in warning
+    assert elsewhere["predicted_ms"] == pytest.approx(here["predicted_ms"], rel=1e-12)
+    assert read_bundle(REPO / "results" / "bundles" / "h100").other_device_warning() is None
+
+
 def _conv_kernel(c_in: int, c_out: int, group: int = 1) -> Kernel:
     from hase_dagster.analysis.graph import TensorInfo
 

@@ -202,6 +202,26 @@ class Bundle:
         block = self.document.get("nchwc_block")
         return block if self.ep == "cpu" and isinstance(block, int) else None
 
+    def other_device_warning(self) -> str | None:
+        """For a CPU bundle whose kernels were timed on another CPU model than this machine's, a warning that its
+        predictions are for that CPU; else None. A CPU bundle is often used on the host it is meant for, and a
+        CPU of another model runs the same kernels at other speeds: the shipped ``cpu`` bundle, timed on an AMD
+        EPYC VM, predicted set AG's networks 60-67% under their timings on an Intel Xeon VM
+        (``results/cpu-general/gpu-setAG/README.md``). A CUDA bundle is meant for a device this machine need not
+        have, so it gets none."""
+        if self.ep != "cpu":
+            return None
+        from hase_dagster.core.ort_runtime import device_name
+
+        timed_on = [str(d) for d in self.document.get("provenance", {}).get("training", {}).get("devices", [])]
+        here = device_name("cpu")
+        if not timed_on or here in timed_on:
+            return None
+        return (
+            f"bundle {self.name}'s kernels were timed on {', '.join(timed_on)}, and this machine's CPU is {here}: "
+            "the prediction is for the bundle's CPU (train a predictor here with `make run` for this one)"
+        )
+
     def load_for(self, spec: str, prometheus_url: str | None = None) -> tuple[dict[str, float], str]:
         """The load of one ``--load`` value: ``idle`` and ``level=X`` from the bundle's load table
         (the background measured at that stress level where the bundle was trained), ``prometheus``
@@ -336,6 +356,7 @@ class Bundle:
         summary = self.summary()
         out: list[ModelPrediction] = []
         trained_on = str(self.document["precision"])
+        other_device = self.other_device_warning()
         for path in model_files(models):
             precision = detect_precision(self._model(path).model)
             unseen = (
@@ -355,6 +376,8 @@ class Bundle:
                     prediction.detection_coverage = coverage or None
                     prediction.precision = precision
                     prediction.warnings.extend(unseen)
+                    if other_device:
+                        prediction.warnings.append(other_device)
                     if coverage.get("uncovered_ops"):
                         prediction.warnings.append(
                             f"static detection: no fusion rule covers {coverage['uncovered_ops']} op(s) "
