@@ -12,10 +12,15 @@ UK_MODELS=${UK_MODELS:-nest_tiny_jx tnt_s_patch16_224 swinv2_tiny_window8_256}
 mkdir -p "$UK_DIR/files" "${OUT:?}/cupti"
 [ -e "$UK_DIR/cupti" ] && cp -r "$UK_DIR/cupti/." "$OUT/cupti/"
 if [ ! -e "$UK_DIR/files/.exported" ]; then
-  [ -d /tmp/timm-site ] || python3 -m pip install -q --no-deps --target /tmp/timm-site .gpuhost/timm/timm-*.whl
-  # shellcheck disable=SC2086  # UK_MODELS is a list of names
-  PYTHONPATH=/tmp/site:$PWD:/tmp/timm-site python3 results/cpu-general/timm_set.py "$UK_DIR/files" --batch-sizes 16,64 \
-    --jobs 6 --ep cuda $UK_MODELS > "$UK_DIR/export.log" 2>&1 || { tail "$UK_DIR/export.log"; exit 1; }
+  if [ -n "${UK_SEEDS:-}" ]; then  # networks written by hand (results/cpu-general/hand_ops_set.py), not timm's
+    PYTHONPATH=/tmp/site:$PWD python3 results/cpu-general/hand_ops_set.py "$UK_DIR/files" --seeds "$UK_SEEDS" \
+      --batch-sizes 16,64 > "$UK_DIR/export.log" 2>&1 || { tail "$UK_DIR/export.log"; exit 1; }
+  else
+    [ -d /tmp/timm-site ] || python3 -m pip install -q --no-deps --target /tmp/timm-site .gpuhost/timm/timm-*.whl
+    # shellcheck disable=SC2086  # UK_MODELS is a list of names
+    PYTHONPATH=/tmp/site:$PWD:/tmp/timm-site python3 results/cpu-general/timm_set.py "$UK_DIR/files" --batch-sizes 16,64 \
+      --jobs 6 --ep cuda $UK_MODELS > "$UK_DIR/export.log" 2>&1 || { tail "$UK_DIR/export.log"; exit 1; }
+  fi
   touch "$UK_DIR/files/.exported"
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/cupti/host.txt"
