@@ -46,6 +46,9 @@ class KernelPrediction:
     fallback: bool  # its family has no training row
     # the trained families that answered for a fallback kernel (learn.proxies), "+"-joined; "" for none
     proxy_family: str = ""
+    # the device kernels it stands for: 1, or its proxies' count (ORT's Einsum launches its transposes, GEMM and
+    # copy one by one, each a launch for the composition's per-kernel and launch-bound terms)
+    launches: int = 1
 
 
 @dataclass
@@ -683,6 +686,7 @@ def predict_kernels_under(
                     p90_ms=float(predicted["p90_ms"][i]),
                     fallback=fallback[i],
                     proxy_family=proxy_family[i],
+                    launches=len(standing_in[i]),
                 )
                 for i, k in enumerate(kernels)
             ]
@@ -705,15 +709,16 @@ def idle_load(regressor: LatencyRegressor, load: dict[str, float]) -> dict[str, 
 
 
 def without_floor(predictions: list[KernelPrediction], floor_ms: float) -> list[KernelPrediction]:
-    """``predictions`` with ``floor_ms`` (the runner's cost per call) taken off each time, none below 0."""
+    """``predictions`` with ``floor_ms`` (the runner's cost per call) taken off each time once per launch, none below
+    0."""
     if floor_ms <= 0:
         return predictions
     return [
         replace(
             p,
-            median_ms=max(p.median_ms - floor_ms, 0.0),
-            mean_ms=max(p.mean_ms - floor_ms, 0.0),
-            p90_ms=max(p.p90_ms - floor_ms, 0.0),
+            median_ms=max(p.median_ms - floor_ms * p.launches, 0.0),
+            mean_ms=max(p.mean_ms - floor_ms * p.launches, 0.0),
+            p90_ms=max(p.p90_ms - floor_ms * p.launches, 0.0),
         )
         for p in predictions
     ]
@@ -750,12 +755,15 @@ def kernel_sums(
         median_ms=sum(p.median_ms for p in predictions),
         mean_ms=sum(p.mean_ms for p in predictions),
         p90_ms=sum(p.p90_ms for p in predictions),
-        kernels=len(predictions),
+        kernels=sum(p.launches for p in predictions),
         load_util=load_util,
         idle_mean_ms=sum(p.mean_ms for p in idle),
         view_idle_ms=sum(p.mean_ms for p in idle if p.family in VIEW_FAMILIES),
         view_mean_ms=sum(p.mean_ms for p in predictions if p.family in VIEW_FAMILIES),
-        idle_kernel_ms=tuple(p.mean_ms for p in idle if p.family not in VIEW_FAMILIES),
+        # a kernel of several launches (a proxied Einsum) as that many equal ones
+        idle_kernel_ms=tuple(
+            p.mean_ms / p.launches for p in idle if p.family not in VIEW_FAMILIES for _ in range(p.launches)
+        ),
         view_kernels=sum(p.family in VIEW_FAMILIES for p in predictions),
         time_slicing=time_slicing,
         host_staged=host_staged,

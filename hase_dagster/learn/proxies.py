@@ -6,17 +6,18 @@ family to go by. Trees do not carry over: an Einsum's FLOPs were not even counte
 came out too fast at batch 64 while its squared ReLUs' ``Pow`` came out slow (results/cpu-general/gpu-setAG). ORT
 runs these ops as kernels of kinds the tables hold:
 
-- a broadcasting elementwise op (``Pow``, ``Div``, ``Sub``, ``Where``'s two value operands) streams its operands
-  like ``Mul`` or ``Add``;
+- a broadcasting elementwise op (``Div``, ``Sub``, ``Where``'s two value operands) streams its operands like ``Mul``
+  or ``Add``; a ``Pow`` by a scalar computes a transcendental per element, like ``Gelu`` or ``Tanh``;
 - a fused family whose kernel is a trained op (``Transpose_Split`` is a ``Split``, ``MatMul_Div`` a ``FusedMatMul``)
   is that op's kernel;
 - a one-input elementwise op (``Sqrt``, ``Exp``, ``Erf``, ``FastGelu`` ...) streams its input like ``Sigmoid``,
   ``Tanh``, ``Relu`` or ``Gelu``;
 - a normalisation ORT fused from hand-written code (RMSNorm's ``SimplifiedLayerNormalization``) reads and writes
   its rows once, like ``LayerNormalization``;
-- a two-operand ``Einsum`` is ORT's batched ``MatMul`` (cuBLAS or MLAS) on operands laid out as
-  (batch, rows, contracted) and (batch, contracted, columns), with a ``Transpose`` of each operand (and of the
-  result) whose labels are not already in such an order.
+- a two-operand ``Einsum`` is the kernels ORT's einsum runs for it: ``Transpose``s of the operands into its label
+  order and its GEMM layout, one batched ``MatMul`` (cuBLAS or MLAS), a ``Transpose`` of the result where needed and
+  a copy into the output (:func:`einsum_as_matmul`). Each of them is a launch of its own
+  (``KernelPrediction.launches``).
 
 On the H100 tables, an elementwise family held out of training and predicted through its proxy did better than
 the trees' fallback for most ops (``Sigmoid`` 19% -> 7%, ``HardSigmoid`` 39% -> 14%, ``Div`` as ``Add`` 10% -> 5%;
@@ -44,6 +45,13 @@ UNARY_ELEMENTWISE: frozenset[str] = frozenset(
      "Sin", "Cos", "Tan", "Floor", "Ceil", "Round", "Sign", "Not", "IsNaN", "IsInf", "ThresholdedRelu", "Clip"}
 )  # fmt: skip
 UNARY_PROXIES: tuple[str, ...] = ("Sigmoid", "Tanh", "Relu", "Gelu")
+# A power by a scalar exponent (``x ** 2`` in RMSNorm and squared ReLU) computes a transcendental per element: the
+# trained one-input families with one, heaviest first. On the H200, set AH's standalone Pow kernels moved 1.5 TB/s,
+# its Gelu kernels 1.9, its Mul kernels 2.5 (results/gpu-general/user-kernels-ah).
+TRANSCENDENTAL_PROXIES: tuple[str, ...] = ("Gelu", "Tanh", "Sigmoid")
+# A device-to-device copy (an Einsum's result into its output buffer) streams one read and one write, as a plain
+# elementwise kernel: the trained families tried for it in order.
+COPY_PROXIES: tuple[str, ...] = ("Relu", "Sigmoid", "Tanh", "Add")
 # Normalisations ORT fuses from hand-written code (RMSNorm into SimplifiedLayerNormalization), by the trained families
 # tried for them in order: one read of the rows and one write, as LayerNormalization.
 NORMALIZATIONS: dict[str, tuple[str, ...]] = {
@@ -80,13 +88,27 @@ def _tensor(like: Mapping[str, Any], shape: list[int], suffix: str) -> dict[str,
             "weight": bool(like.get("weight"))}  # fmt: skip
 
 
-def einsum_as_matmul(record: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """A two-operand Einsum as the kernels ORT runs for it: a batched MatMul and the Transposes that lay out its
-    operands and result; None for an equation this does not cover (one or three operands, an ellipsis, a label
-    summed within one operand).
+def einsum_as_matmul(record: Mapping[str, Any], copy_family: str = "Relu") -> list[dict[str, Any]] | None:
+    """A two-operand Einsum as the kernels ORT runs for it (``EinsumTypedComputeProcessor``, ORT 1.31, the same on
+    the CPU and CUDA EPs); None for an equation this does not cover (one or three operands, an ellipsis, a label
+    repeated in one operand or summed within one, broadcasting across a size-1 dim).
+
+    ORT numbers the labels by first appearance (first operand, then second) and lays every operand out in that order
+    over all labels, absent ones as size-1 dims:
+
+    1. each operand whose labels are out of that order is transposed into it (weights too, every run);
+    2. each operand is transposed again into its GEMM layout, the left one to (both, left only, contracted, right
+       only), the right one to (both, contracted, right only, left only), where any label moves, size-1 ones too
+       (only an intermediate tensor is reshaped instead, and both operands are inputs here);
+    3. one batched MatMul of (both, left only, contracted) by (both, contracted, right only);
+    4. the product is transposed to the equation's output order where that differs, and then copied into the op's
+       output buffer: one more pass over the output, always.
+
+    Labels of size 1 on both sides count as right only (ORT's ``ro``).
 
     Args:
         record: a catalog-style Einsum kernel (``attributes.equation``, ``inputs``, ``outputs`` with shapes).
+        copy_family: the streaming kernel family the final copy is predicted as (:data:`COPY_PROXIES`).
 
     Returns:
         The kernels' catalog-style records, MatMul first.
@@ -102,52 +124,60 @@ def einsum_as_matmul(record: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     a, b = operands
     if any(len(set(labels)) != len(labels) for labels in (a, b, result)):
         return None  # a diagonal (a label repeated in one operand) or a repeated result label
-    size: dict[str, int] = {}
-    for labels, tensor in zip(operands, inputs):
-        for label, dim in zip(labels, tensor["shape"]):
-            size[label] = int(dim)
-    batch = [x for x in result if x in a and x in b]
-    rows = [x for x in result if x in a and x not in b]
-    columns = [x for x in result if x in b and x not in a]
-    contracted = [x for x in a if x in b and x not in result]
-    if set(a) | set(b) != set(batch) | set(rows) | set(columns) | set(contracted):
-        return None  # a label summed within one operand
-    n_batch, n_rows, n_columns, n_contracted = (
-        prod(size[x] for x in group) for group in (batch, rows, columns, contracted)
+    if any(x not in result and (x in a) != (x in b) for x in a + b) or set(result) - set(a + b):
+        return None  # a label summed within one operand (ORT's ReduceSum) or a result label no operand has
+    order = list(dict.fromkeys(a + b))  # ORT's subscript indices: labels by first appearance
+    dims = [{x: int(d) for x, d in zip(labels, t["shape"])} for labels, t in zip(operands, inputs)]
+    if any(x in dims[0] and x in dims[1] and dims[0][x] != dims[1][x] for x in order):
+        return None  # broadcast along a size-1 dim
+    size = {x: dims[0].get(x) or dims[1][x] for x in order}
+    left_dim = lambda x: dims[0].get(x, 1)  # noqa: E731  (the homogenized operands' dims)
+    right_dim = lambda x: dims[1].get(x, 1)  # noqa: E731
+    contracted = [x for x in order if x not in result]
+    both = [x for x in order if x in result and left_dim(x) > 1 and right_dim(x) > 1]
+    left_only = [x for x in order if x in result and x not in both and left_dim(x) > 1]
+    right_only = [x for x in order if x in result and x not in both and x not in left_only]
+    n_both, n_left, n_right, n_contracted = (
+        prod(size[x] for x in g) for g in (both, left_only, right_only, contracted)
     )
     ta, tb, to = inputs[0], inputs[1], outputs[0]
-    matmul_a = _tensor(ta, [n_batch, n_rows, n_contracted] if batch else [n_rows, n_contracted], "")
-    matmul_b = _tensor(tb, [n_batch, n_contracted, n_columns] if batch else [n_contracted, n_columns], "")
-    matmul_out = _tensor(to, [n_batch, n_rows, n_columns] if batch else [n_rows, n_columns], "")
-    records = [
-        _record(record, "MatMul", [matmul_a, matmul_b], [matmul_out], 2 * n_batch * n_rows * n_columns * n_contracted)
-    ]
+    batch = [n_both] if both else []  # a product without shared labels: one plain GEMM, as a MatMul by a weight
+    matmul = _record(
+        record,
+        "MatMul",
+        [_tensor(ta, [*batch, n_left, n_contracted], ""), _tensor(tb, [*batch, n_contracted, n_right], "")],
+        [_tensor(to, [*batch, n_left, n_right], "/matmul")],
+        2 * n_both * n_left * n_right * n_contracted,
+    )
+    records = [matmul]
 
-    def laid_out(labels: str, first: list[str], second: list[str]) -> bool:
-        """Whether ``labels``, size-1 dims apart, already read batch, then ``first``, then ``second`` (or batch,
-        ``second``, ``first``: a transposed operand the GEMM reads as it is)."""
-        kept = [x for x in labels if size[x] != 1]
-        order = lambda *groups: [x for g in groups for x in g if size[x] != 1]  # noqa: E731
-        return kept in (order(batch, first, second), order(batch, second, first))
+    def transpose(tensor: Mapping[str, Any], labels: list[str], target: list[str], shape_of: Callable[[str], int],
+                  suffix: str) -> None:  # fmt: skip
+        """A Transpose of ``tensor`` (its dims labelled ``labels``) into ``target``'s order, where they differ."""
+        if labels != target:
+            moved = _tensor(tensor, [shape_of(x) for x in target], suffix)
+            source = _tensor(tensor, [shape_of(x) for x in labels], "")
+            records.append(
+                _record(
+                    record,
+                    "Transpose",
+                    [dict(source, weight=False)],
+                    [moved],
+                    0,
+                    {"perm": [labels.index(x) for x in target]},
+                )  # fmt: skip
+            )
 
-    for labels, tensor, first, second in ((a, ta, rows, contracted), (b, tb, contracted, columns)):
-        if not laid_out(labels, first, second) and not tensor.get("weight"):
-            target = batch + first + second
-            moved = _tensor(tensor, [size[x] for x in target], "/transposed")
-            perm = [labels.index(x) for x in target]
-            records.append(_record(record, "Transpose", [dict(tensor, weight=False)], [moved], 0, {"perm": perm}))
-    if not laid_out(result, rows, columns):
-        produced = batch + rows + columns
-        records.append(
-            _record(
-                record,
-                "Transpose",
-                [_tensor(to, [size[x] for x in produced], "/matmul")],
-                [dict(to)],
-                0,
-                {"perm": [produced.index(x) for x in result]},
-            )  # fmt: skip
-        )
+    for labels, tensor, shape_of, gemm in (
+        (a, ta, left_dim, both + left_only + contracted + right_only),
+        (b, tb, right_dim, both + contracted + right_only + left_only),
+    ):
+        homogenized = [x for x in order if x in labels]
+        transpose(tensor, list(labels), homogenized, shape_of, "/homogenized")
+        transpose(tensor, order, gemm, shape_of, "/gemm")  # over every label, absent ones as size-1 dims
+    produced = both + left_only + right_only
+    transpose(to, produced, list(result), lambda x: size[x], "/candidate")
+    records.append(_record(record, copy_family, [_tensor(to, list(to["shape"]), "/candidate")], [dict(to)], 0))
     return records
 
 
@@ -167,9 +197,19 @@ def proxy_records(record: Mapping[str, Any], known: Callable[[Mapping[str, Any]]
     if op != record.get("family") and known(as_its_op):
         return [as_its_op]
     if op == "Einsum":
-        proxies = einsum_as_matmul(record)
-        return proxies if proxies is not None and all(known(p) for p in proxies) else None
-    if op in BINARY_ELEMENTWISE:
+        for copy_family in COPY_PROXIES:
+            proxies = einsum_as_matmul(record, copy_family)
+            if proxies is None:
+                return None
+            if all(known(p) for p in proxies):
+                return proxies
+        return None
+    if op == "Pow" and len(inputs) == 2 and prod(inputs[1]["shape"]) <= 1:
+        # x ** c: one transcendental per element of x (powf is exp2(c * log2(x))), before a streaming Add or Mul
+        candidates = [
+            _record(record, name, inputs[:1], outputs[:1], record.get("flops") or 0) for name in TRANSCENDENTAL_PROXIES
+        ] + [_record(record, name, inputs, outputs, record.get("flops") or 0) for name in BINARY_PROXIES]
+    elif op in BINARY_ELEMENTWISE:
         values = [t for t in inputs if str(t.get("dtype")) != "bool"] if op == "Where" else inputs
         candidates = [_record(record, name, values, outputs, record.get("flops") or 0) for name in BINARY_PROXIES]
     elif op in UNARY_ELEMENTWISE:
