@@ -145,8 +145,8 @@ def test_an_unknown_family_is_predicted_as_its_proxy_and_one_without_keeps_the_f
 
 
 def test_a_kernel_of_several_launches_counts_each_in_the_sums() -> None:
-    """A proxied Einsum of four launches is four kernels for the composition's per-kernel and launch-bound terms, its
-    idle time split among them; a host floor comes off once per launch."""
+    """A proxied Einsum of four launches is four kernels for the composition's per-kernel term and one node for the
+    host's dispatch (the launch-bound terms); a host floor comes off once per launch."""
     from hase_dagster.learn.predict import KernelPrediction, kernel_sums
 
     def prediction(ms: float, launches: int) -> KernelPrediction:
@@ -155,6 +155,6 @@ def test_a_kernel_of_several_launches_counts_each_in_the_sums() -> None:
     kernels = [prediction(0.4, 4), prediction(0.1, 1)]
     sums = kernel_sums(kernels, 0.0, kernels)
     assert sums.kernels == 5
-    assert sums.idle_kernel_ms == pytest.approx((0.1, 0.1, 0.1, 0.1, 0.1))
+    assert sums.idle_kernel_ms == pytest.approx((0.4, 0.1))
     floored = kernel_sums(kernels, 0.0, kernels, host_floor_ms=0.05)
     assert floored.idle_mean_ms == pytest.approx(0.2 + 0.05)

@@ -47,7 +47,7 @@ class KernelPrediction:
     # the trained families that answered for a fallback kernel (learn.proxies), "+"-joined; "" for none
     proxy_family: str = ""
     # the device kernels it stands for: 1, or its proxies' count (ORT's Einsum launches its transposes, GEMM and
-    # copy one by one, each a launch for the composition's per-kernel and launch-bound terms)
+    # copy one by one, each a launch for the composition's per-kernel term)
     launches: int = 1
 
 
@@ -760,10 +760,9 @@ def kernel_sums(
         idle_mean_ms=sum(p.mean_ms for p in idle),
         view_idle_ms=sum(p.mean_ms for p in idle if p.family in VIEW_FAMILIES),
         view_mean_ms=sum(p.mean_ms for p in predictions if p.family in VIEW_FAMILIES),
-        # a kernel of several launches (a proxied Einsum) as that many equal ones
-        idle_kernel_ms=tuple(
-            p.mean_ms / p.launches for p in idle if p.family not in VIEW_FAMILIES for _ in range(p.launches)
-        ),
+        # one per node, whatever its launches: the host dispatches a node (an Einsum's Compute launches its parts
+        # back to back), and the GPU-side gap of each launch is the per-kernel term's
+        idle_kernel_ms=tuple(p.mean_ms for p in idle if p.family not in VIEW_FAMILIES),
         view_kernels=sum(p.family in VIEW_FAMILIES for p in predictions),
         time_slicing=time_slicing,
         host_staged=host_staged,
