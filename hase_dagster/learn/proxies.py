@@ -141,12 +141,15 @@ def einsum_as_matmul(record: Mapping[str, Any], copy_family: str = "Relu") -> li
         prod(size[x] for x in g) for g in (both, left_only, right_only, contracted)
     )
     ta, tb, to = inputs[0], inputs[1], outputs[0]
-    batch = [n_both] if both else []  # a product without shared labels: one plain GEMM, as a MatMul by a weight
+    # The GEMM's operands with their batch and row labels kept apart, as a graph's MatMul has them: (b, h, i, d) by
+    # (b, h, d, j) for attention, (b, n, d) by a (d, e) weight for a projection (the trained rows' shapes).
+    batch = [size[x] for x in both]
+    rows = [size[x] for x in left_only] or [1]
     matmul = _record(
         record,
         "MatMul",
-        [_tensor(ta, [*batch, n_left, n_contracted], ""), _tensor(tb, [*batch, n_contracted, n_right], "")],
-        [_tensor(to, [*batch, n_left, n_right], "/matmul")],
+        [_tensor(ta, [*batch, *rows, n_contracted], ""), _tensor(tb, [*batch, n_contracted, n_right], "")],
+        [_tensor(to, [*batch, *rows, n_right], "/matmul")],
         2 * n_both * n_left * n_right * n_contracted,
     )
     records = [matmul]
