@@ -39,8 +39,8 @@ def test_attention_scores_run_as_orts_einsum_runs_them() -> None:
     records = einsum_as_matmul(einsum("bhid,bhjd->bhij", [2, 3, 5, 8], [2, 3, 7, 8], [2, 3, 5, 7]))
     assert records is not None and [r["op_type"] for r in records] == ["MatMul", "Transpose", "Transpose", "Relu"]
     matmul, homogenized, gemm, copy = records
-    assert [t["shape"] for t in matmul["inputs"]] == [[6, 5, 8], [6, 8, 7]]
-    assert matmul["outputs"][0]["shape"] == [6, 5, 7]
+    assert [t["shape"] for t in matmul["inputs"]] == [[2, 3, 5, 8], [2, 3, 8, 7]]  # batch labels kept apart
+    assert matmul["outputs"][0]["shape"] == [2, 3, 5, 7]
     assert matmul["flops"] == 2 * 6 * 5 * 7 * 8
     assert matmul["input_bytes"] == 4 * (6 * 5 * 8 + 6 * 8 * 7)
     assert homogenized["inputs"][0]["shape"] == [2, 3, 7, 8] and homogenized["outputs"][0]["shape"] == [2, 3, 8, 7]
@@ -63,7 +63,7 @@ def test_operands_with_the_heads_behind_the_tokens_are_transposed_into_the_gemm_
 def test_a_projection_by_a_weight_transposes_the_weight_each_run_and_copies_the_product() -> None:
     records = einsum_as_matmul(einsum("bnd,de->bne", [4, 10, 16], [16, 32], [4, 10, 32], b_weight=True), "Sigmoid")
     assert records is not None and [r["op_type"] for r in records] == ["MatMul", "Transpose", "Sigmoid"]
-    assert [t["shape"] for t in records[0]["inputs"]] == [[40, 16], [16, 32]]
+    assert [t["shape"] for t in records[0]["inputs"]] == [[4, 10, 16], [16, 32]]
     assert records[0]["inputs"][1]["weight"] and records[0]["weight_bytes"] == 4 * 16 * 32
     assert records[1]["inputs"][0]["shape"] == [1, 1, 16, 32] and not records[1]["inputs"][0]["weight"]
     assert records[2]["output_bytes"] == 4 * 4 * 10 * 32
