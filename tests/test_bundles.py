@@ -59,6 +59,13 @@ def _rewrite_document(folder: Path, drop: tuple[str, ...] = (), **changes: objec
     (folder / BUNDLE_FILE).write_text(json.dumps(document))
 
 
+def _idle_answer(bundle: Path, model: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> dict:
+    """`hase predict MODEL --predictor BUNDLE` at batch 1 and idle, its JSON answer."""
+    args = ["predict", str(model), "--predictor", str(bundle), "--batch-size", "1", "--load", "idle", "--json"]
+    assert main([*args, *extra]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
 def test_the_bundle_predicts_what_its_predictor_predicts_on_the_same_kernels(
     trained: tuple[object, Predictor, Path],
 ) -> None:
@@ -389,21 +396,9 @@ def test_auto_kernels_are_orts_only_for_a_cpu_bundle_of_this_machines_block(
     from hase_dagster.core.ort_runtime import nchwc_block_size
 
     monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
-    args = [
-        "predict",
-        str(resnet18_onnx),
-        "--predictor",
-        str(bundle_copy),
-        "--batch-size",
-        "1",
-        "--load",
-        "idle",
-        "--json",
-    ]
 
     def answer(*extra: str) -> dict:
-        assert main([*args, *extra]) == 0
-        return json.loads(capsys.readouterr().out)
+        return _idle_answer(bundle_copy, resnet18_onnx, capsys, *extra)
 
     auto, ort = answer(), answer("--kernels", "ort")
     assert auto["kernel_source"] == "ort" and auto["predicted_ms"] == pytest.approx(ort["predicted_ms"], rel=1e-12)
@@ -413,7 +408,7 @@ def test_auto_kernels_are_orts_only_for_a_cpu_bundle_of_this_machines_block(
     assert answer()["kernel_source"] == "static"
     assert read_bundle(REPO / "results" / "bundles" / "h100").resolve_kernel_source("auto") == "static"
     with pytest.raises(SystemExit) as exit_info:
-        main([*args, "--kernels", "fastest"])
+        answer("--kernels", "fastest")
     assert exit_info.value.code == 2 and "invalid choice: 'fastest'" in capsys.readouterr().err
 
 
@@ -429,21 +424,9 @@ def test_a_cpu_bundle_timed_on_another_cpu_model_says_its_predictions_are_for_th
     from hase_dagster.core.ort_runtime import device_name
 
     monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
-    args = [
-        "predict",
-        str(resnet18_onnx),
-        "--predictor",
-        str(bundle_copy),
-        "--batch-size",
-        "1",
-        "--load",
-        "idle",
-        "--json",
-    ]
 
     def answer() -> dict:
-        assert main(args) == 0
-        return json.loads(capsys.readouterr().out)
+        return _idle_answer(bundle_copy, resnet18_onnx, capsys)
 
     provenance = json.loads((bundle_copy / BUNDLE_FILE).read_text())["provenance"]
     provenance["training"]["devices"] = [device_name("cpu")]
