@@ -709,8 +709,7 @@ def idle_load(regressor: LatencyRegressor, load: dict[str, float]) -> dict[str, 
 
 
 def without_floor(predictions: list[KernelPrediction], floor_ms: float) -> list[KernelPrediction]:
-    """``predictions`` with ``floor_ms`` (the runner's cost per call) taken off each time once per launch, none below
-    0."""
+    """``predictions`` with ``floor_ms`` (the runner's cost per call) taken off once per launch, none below 0."""
     if floor_ms <= 0:
         return predictions
     return [

@@ -168,7 +168,7 @@ def einsum_as_matmul(record: Mapping[str, Any], copy_family: str = "Relu") -> li
                     [moved],
                     0,
                     {"perm": [labels.index(x) for x in target]},
-                )  # fmt: skip
+                )
             )
 
     for labels, tensor, shape_of, gemm in (
@@ -200,13 +200,10 @@ def proxy_records(record: Mapping[str, Any], known: Callable[[Mapping[str, Any]]
     if op != record.get("family") and known(as_its_op):
         return [as_its_op]
     if op == "Einsum":
-        for copy_family in COPY_PROXIES:
-            proxies = einsum_as_matmul(record, copy_family)
-            if proxies is None:
-                return None
-            if all(known(p) for p in proxies):
-                return proxies
-        return None
+        copies = (_record(record, name, outputs[:1], outputs[:1], 0) for name in COPY_PROXIES)
+        copy = next((c for c in copies if known(c)), None)
+        proxies = einsum_as_matmul(record, str(copy["family"])) if copy is not None else None
+        return proxies if proxies is not None and all(known(p) for p in proxies) else None
     if op == "Pow" and len(inputs) == 2 and prod(inputs[1]["shape"]) <= 1:
         # x ** c: one transcendental per element of x (powf is exp2(c * log2(x))), before a streaming Add or Mul
         candidates = [

@@ -11,18 +11,8 @@ UK_DIR=${UK_DIR:-/tmp/uk-cupti}
 UK_MODELS=${UK_MODELS:-nest_tiny_jx tnt_s_patch16_224 swinv2_tiny_window8_256}
 mkdir -p "$UK_DIR/files" "${OUT:?}/cupti"
 [ -e "$UK_DIR/cupti" ] && cp -r "$UK_DIR/cupti/." "$OUT/cupti/"
-if [ ! -e "$UK_DIR/files/.exported" ]; then
-  if [ -n "${UK_SEEDS:-}" ]; then  # networks written by hand (results/cpu-general/hand_ops_set.py), not timm's
-    PYTHONPATH=/tmp/site:$PWD python3 results/cpu-general/hand_ops_set.py "$UK_DIR/files" --seeds "$UK_SEEDS" \
-      --batch-sizes 16,64 > "$UK_DIR/export.log" 2>&1 || { tail "$UK_DIR/export.log"; exit 1; }
-  else
-    [ -d /tmp/timm-site ] || python3 -m pip install -q --no-deps --target /tmp/timm-site .gpuhost/timm/timm-*.whl
-    # shellcheck disable=SC2086  # UK_MODELS is a list of names
-    PYTHONPATH=/tmp/site:$PWD:/tmp/timm-site python3 results/cpu-general/timm_set.py "$UK_DIR/files" --batch-sizes 16,64 \
-      --jobs 6 --ep cuda $UK_MODELS > "$UK_DIR/export.log" 2>&1 || { tail "$UK_DIR/export.log"; exit 1; }
-  fi
-  touch "$UK_DIR/files/.exported"
-fi
+export UK_MODELS  # export_networks.sh reads it and UK_SEEDS from the environment
+bash results/gpu-general/user-kernels/export_networks.sh "$UK_DIR" 16,64 || exit 1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/cupti/host.txt"
 left=$((${BUDGET_S:-400} - SECONDS))
 PYTHONPATH=/tmp/site:$PWD python3 results/gpu-general/gpu_time_study.py "$OUT/cupti" "$UK_DIR"/files/*.onnx --no-wall \

@@ -16,18 +16,7 @@ UK_DIR=${UK_DIR:-/tmp/uk}
 UK_NAME=${UK_NAME:-user-kernels}
 UK_MODELS=${UK_MODELS:-visformer_tiny regnetz_b16 convnextv2_atto}
 mkdir -p "$UK_DIR/files"
-if [ ! -e "$UK_DIR/files/.exported" ]; then  # batch 1 too: the catalog fingerprints a batch-1 twin
-  if [ -n "${UK_SEEDS:-}" ]; then  # networks written by hand (results/cpu-general/hand_ops_set.py), not timm's
-    PYTHONPATH=/tmp/site:$PWD python3 results/cpu-general/hand_ops_set.py "$UK_DIR/files" --seeds "$UK_SEEDS" \
-      --batch-sizes 1,16,64 > "$UK_DIR/export.log" 2>&1 || { tail "$UK_DIR/export.log"; exit 1; }
-  else
-    [ -d /tmp/timm-site ] || python3 -m pip install -q --no-deps --target /tmp/timm-site .gpuhost/timm/timm-*.whl
-    # shellcheck disable=SC2086  # UK_MODELS is a list of names
-    PYTHONPATH=/tmp/site:$PWD:/tmp/timm-site python3 results/cpu-general/timm_set.py "$UK_DIR/files" --batch-sizes 1,16,64 \
-      --jobs 6 --ep cuda $UK_MODELS > "$UK_DIR/export.log" 2>&1 || { tail "$UK_DIR/export.log"; exit 1; }
-  fi
-  touch "$UK_DIR/files/.exported"
-  ls "$UK_DIR/files"
-fi
+export UK_MODELS  # export_networks.sh reads it and UK_SEEDS from the environment
+bash results/gpu-general/user-kernels/export_networks.sh "$UK_DIR" 1,16,64 || exit 1  # batch 1 too: the catalog fingerprints a batch-1 twin
 HASE_DATA_DIR=/tmp/h$UK_NAME EXPORT_NAME=$UK_NAME PROFILE=$UK_PROFILE BATCHES="64 16" LEVELS="0.0 1.0 0.5" \
   SKIP_LEARNING=1 BUNDLES=0 ANALYSIS_S=100 BENCHMARK_S=120 bash results/gpu-grid/run.sh "$((${BUDGET_S:-480} - SECONDS))"
