@@ -15,10 +15,11 @@ import json
 from pathlib import Path
 
 import pandas as pd
+from proxy_check import idle_standalone_ms, standalone_predictor  # this script's folder
 
 from hase_dagster.analysis.catalog import kernel_from_dict
-from hase_dagster.learn.predict import idle_load, predict_kernels
-from hase_dagster.learn.training import Predictor, kernel_from_row
+from hase_dagster.learn.predict import predict_kernels
+from hase_dagster.learn.training import kernel_from_row
 
 
 def main() -> int:
@@ -26,15 +27,12 @@ def main() -> int:
     parser.add_argument("tables", type=Path, nargs="+")
     parser.add_argument("--bundle", type=Path, default=Path("results/bundles/h200"))
     args = parser.parse_args()
-    regressor = Predictor.load(args.bundle / "predictor").regressor
-    regressor.graph_factors = None  # standalone, as the kernels were timed
-    load = idle_load(regressor, {f: 0.0 for f in regressor.load_fields})
+    predictor, load = standalone_predictor(args.bundle)
+    regressor = predictor.regressor
     rows = []
     for folder in args.tables:
         kernels = pd.read_parquet(folder / "kernels.parquet")
-        timed = pd.read_parquet(folder / "kernel_benchmarks.parquet")
-        timed = timed[(timed.status == "ok") & (timed.stress_level == 0.0) & (timed.clock != "host")]
-        measured = timed.groupby(["instance_id", "batch_size"]).mean_ms.mean()
+        measured = idle_standalone_ms(folder)
         products = kernels[kernels.family == "MatMul"].drop_duplicates(["instance_id", "batch_size"])
         for record in products.to_dict("records"):
             inputs = json.loads(record["inputs_json"])

@@ -22,27 +22,40 @@ from hase_dagster.learn.predict import idle_load, predict_kernels_under
 from hase_dagster.learn.training import Predictor, kernel_from_row
 
 
+def standalone_predictor(bundle: Path) -> tuple[Predictor, dict[str, float]]:
+    """``bundle``'s predictor with its regressor answering for kernels alone (no graph factors), as the kernel
+    benchmarks time them, and the idle load to predict them under."""
+    predictor = Predictor.load(bundle / "predictor")
+    predictor.regressor.graph_factors = None
+    return predictor, idle_load(predictor.regressor, {f: 0.0 for f in predictor.regressor.load_fields})
+
+
+def idle_standalone_ms(tables: Path) -> pd.Series:
+    """Each (instance_id, batch_size)'s mean time timed standalone at idle on the device clock in a profile run's
+    exported ``tables`` (a kernel a dead device-clock child sent to the host clock is left out)."""
+    timed = pd.read_parquet(tables / "kernel_benchmarks.parquet")
+    timed = timed[(timed.status == "ok") & (timed.stress_level == 0.0) & (timed.clock != "host")]
+    return timed.groupby(["instance_id", "batch_size"]).mean_ms.mean()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tables", type=Path)
     parser.add_argument("--bundle", type=Path, default=Path("results/bundles/h200"))
     args = parser.parse_args()
-    predictor = Predictor.load(args.bundle / "predictor")
-    regressor = predictor.regressor
+    predictor, load = standalone_predictor(args.bundle)
     per_launch_ms = (predictor.composition.mean_coefficients or {}).get("per_kernel", 0.0)
-    regressor.graph_factors = None  # standalone, as the kernels were timed
+    measured = idle_standalone_ms(args.tables)
     kernels = pd.read_parquet(args.tables / "kernels.parquet")
-    timed = pd.read_parquet(args.tables / "kernel_benchmarks.parquet")
-    timed = timed[(timed.status == "ok") & (timed.stress_level == 0.0) & (timed.clock != "host")]
-    measured = timed.groupby(["instance_id", "batch_size"]).mean_ms.mean()
+    timed = [
+        record
+        for record in kernels.to_dict("records")
+        if (record["instance_id"], record["batch_size"]) in measured.index
+    ]
+    predictions = predict_kernels_under(predictor.regressor, [kernel_from_row(r) for r in timed], [load])[0]
     rows = []
-    load = idle_load(regressor, {f: 0.0 for f in regressor.load_fields})
-    for record in kernels.to_dict("records"):
+    for record, prediction in zip(timed, predictions, strict=True):
         key = (record["instance_id"], record["batch_size"])
-        if key not in measured.index:
-            continue
-        kernel = kernel_from_row(record)
-        (prediction,) = predict_kernels_under(regressor, [kernel], [load])[0]
         if not (prediction.proxy_family or prediction.fallback):
             continue
         equation = json.loads(record["attributes_json"]).get("equation", "")
