@@ -30,8 +30,9 @@ def main() -> int:
     for variant in sys.argv[2:]:
         convs = con.sql(
             f"""{IDLE_KERNELS}
-            select k.kernel_order, k.family, k.attributes_json, k.inputs_json, round(k.in_graph_us / 1000, 3) in_graph_ms,
-                round(kb.ms, 3) standalone_ms, round(k.in_graph_us / 1000 / kb.ms, 2) ratio
+            select k.kernel_order, k.family, k.attributes_json, k.inputs_json,
+                round(k.in_graph_us / 1000, 3) in_graph_ms, round(kb.ms, 3) standalone_ms,
+                round(k.in_graph_us / 1000 / kb.ms, 2) ratio
             from kernels k join kb using (instance_id, batch_size)
             where k.variant_id = ? and k.family like 'Conv%' order by in_graph_ms desc limit 8""",
             params=[variant],

@@ -40,7 +40,8 @@ def main() -> int:
         ]
     )
     df = measured.merge(predicted, on="file")
-    df["kind"] = df.file.str.extract(r"^(lin_.*_(?:bias|nobias)|patch)")[0].str.replace(r"_d\d+_r\d+_t\d+", "", regex=True)
+    kind = df.file.str.extract(r"^(lin_.*_(?:bias|nobias)|patch)")[0]
+    df["kind"] = kind.str.replace(r"_d\d+_r\d+_t\d+", "", regex=True)
     df["tflops"] = df.file.map(flops) / df.device_median_ms / 1e9
     df["kernels_err_pct"] = 100 * (df.kernels_pred_ms / df.device_median_ms - 1)
     df["run_err_pct"] = 100 * (df.run_pred_ms / df.host_mean_ms - 1)
