@@ -27,9 +27,11 @@ run: setup
 	$(BIN)/hase materialize
 
 # Two workers, a test file each at a time (module fixtures are built once): 392 s against 634 s in one process on
-# the 2-core VM (2026-11-29). Tests that load the machine keep wide margins for the other worker's load.
+# the 2-core VM (2026-11-29). Tests that load the machine keep wide margins for the other worker's load. One OpenMP /
+# BLAS thread per worker: two workers training XGBoost on all cores at once spun the 2 cores for 10 minutes on one
+# fixture that takes 49 s alone.
 test: setup prometheus lint
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile
+	OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile
 
 # ruff (lint and format) on everything, mypy on the domain core (configured in pyproject.toml).
 lint: setup
