@@ -37,10 +37,10 @@ def main() -> int:
             where k.variant_id = ? and k.family like 'Conv%' order by in_graph_ms desc limit 8""",
             params=[variant],
         ).df()
+        attributes = [json.loads(a) for a in convs.attributes_json]
         convs["layer"] = [
-            f"group {json.loads(a).get('group')} k {json.loads(a).get('kernel_shape')} "
-            f"stride {json.loads(a).get('strides')} x {json.loads(i)[0]['shape']}"
-            for a, i in zip(convs.attributes_json, convs.inputs_json)
+            f"group {a.get('group')} k {a.get('kernel_shape')} stride {a.get('strides')} x {json.loads(i)[0]['shape']}"
+            for a, i in zip(attributes, convs.inputs_json)
         ]
         print(f"### {variant}\n")
         cols = ["kernel_order", "family", "layer", "in_graph_ms", "standalone_ms", "ratio"]

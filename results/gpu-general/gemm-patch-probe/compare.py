@@ -7,22 +7,11 @@ the device clock, the whole run against the host clock, per file; a markdown tab
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
 import pandas as pd
-
-
-def flops(name: str) -> float:
-    """The layer's multiply-adds x 2, from the file name's shape."""
-    b = int(re.search(r"_b(\d+)\.onnx", name).group(1))
-    if name.startswith("lin_"):
-        d, r, t = (int(x) for x in re.search(r"_d(\d+)_r(\d+)_t(\d+)_", name).groups())
-        return 2.0 * b * t * d * r * d
-    k, c, p = (int(x) for x in re.search(r"_k(\d+)_c(\d+)_p(\d+)_", name).groups())
-    out = 768 if c == 3 else 2 * c
-    return 2.0 * b * (p // k) ** 2 * out * c * k * k
+from export_grid import flops
 
 
 def main() -> int:

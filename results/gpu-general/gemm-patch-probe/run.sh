@@ -7,7 +7,6 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT/gemm-patch-probe"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader > "$OUT/gemm-patch-probe/device.txt"
 python3 $here/export_grid.py /tmp/gpgrid 2>&1 | grep -v -i warn | tail -1
-[ -e /tmp/gpgrid-timings.jsonl ] || : > /tmp/gpgrid-timings.jsonl
 PYTHONPATH=/tmp/site:$PWD timeout ${BUDGET_S:-420} python3 $here/time_grid.py /tmp/gpgrid /tmp/gpgrid-timings.jsonl 2>&1 | tail -5
 cp /tmp/gpgrid-timings.jsonl "$OUT/gemm-patch-probe/timings.jsonl"
 wc -l "$OUT/gemm-patch-probe/timings.jsonl"
