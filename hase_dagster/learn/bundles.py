@@ -56,6 +56,7 @@ if TYPE_CHECKING:
 
     from hase_dagster.analysis.fusion_rules import FusionRules
     from hase_dagster.analysis.pattern_graph import GraphStructure
+    from hase_dagster.learn.compute_floor import ComputePeaks
     from hase_dagster.learn.device_calibration import DeviceCalibration
     from hase_dagster.learn.predict_file import BatchedModel
     from warehouse.store import Warehouse
@@ -645,6 +646,7 @@ def calibrate_bundle(
     name: str,
     device: str | None = None,
     provenance: dict[str, Any] | None = None,
+    peaks: ComputePeaks | None = None,
 ) -> tuple[Path, DeviceCalibration]:
     """Write bundle ``name`` at ``out``: ``source``'s predictor for another device of its EP, each kernel's time
     scaled by the ratio learned from the kernels both devices timed (:mod:`hase_dagster.learn.device_calibration`).
@@ -658,6 +660,8 @@ def calibrate_bundle(
         name: its name.
         device: the new device's name (default: the one its kernel benchmarks name).
         provenance: where ``local`` and ``reference`` come from, recorded beside the calibration.
+        peaks: the new device's measured peaks, for the compute floor (:mod:`hase_dagster.learn.compute_floor`);
+            None: no floor (the source's peaks are its own device's, not carried).
 
     Returns:
         The bundle folder and the calibration in it. The bundle's fusion rules, loads by level and composition are
@@ -683,9 +687,11 @@ def calibrate_bundle(
     level_loads = [(level, float(load[load_field])) for level, load in sorted(source.levels.items())]
     # (shared_timings pairs rows of the same EP only)
     calibration = device_calibration(local, reference, device, str(source.document["device"]), level_loads)
-    predictor = Predictor(replace(regressor, device_calibration=calibration), source.predictor.composition)
+    calibrated = replace(regressor, device_calibration=calibration, compute_peaks=peaks)
+    predictor = Predictor(calibrated, source.predictor.composition)
+    # the source's compute floor is its own device's: only the new device's peaks, when given, floor the new bundle
     details = {
-        **source.document.get("provenance", {}),
+        **{k: v for k, v in source.document.get("provenance", {}).items() if k != "compute_floor"},
         "calibrated_from": {
             "bundle": source.name,
             "device": source.document["device"],
@@ -695,6 +701,7 @@ def calibrate_bundle(
             "median_ratio": calibration.median_ratio,
             "cross_validated_error_pct": calibration.cross_validated_error_pct,
         },
+        **({"compute_floor": peaks.to_json()} if peaks is not None else {}),
     }
     folder = write_bundle(
         out,
@@ -710,6 +717,47 @@ def calibrate_bundle(
         source.document.get("nchwc_block"),
     )
     return folder, calibration
+
+
+def floor_bundle(source: Bundle, peaks: ComputePeaks, out: str | os.PathLike[str], name: str) -> Path:
+    """Write bundle ``name`` at ``out``: ``source`` whose kernels are never predicted under their FLOPs at ``peaks``
+    (:mod:`hase_dagster.learn.compute_floor`), everything else as it is.
+
+    Args:
+        source: the bundle (``out`` may be its own folder: it is read whole first and replaced whole).
+        peaks: the predicted device's measured peaks (for a calibrated bundle, the device it is calibrated to).
+        out: the new bundle's folder.
+        name: its name.
+
+    Returns:
+        The bundle folder. Its evaluation figures stay the source's, measured without the floor; the provenance
+        says so and where the peaks come from.
+    """
+    from dataclasses import replace
+
+    regressor = replace(source.predictor.regressor, compute_peaks=peaks)
+    provenance = {
+        **source.document.get("provenance", {}),
+        "compute_floor": {
+            **peaks.to_json(),
+            "added": datetime.now(UTC).isoformat(timespec="seconds"),
+            "source_created": source.document["created"],
+            "evaluation": "the source's figures, measured without the floor",
+        },
+    }
+    return write_bundle(
+        out,
+        name,
+        Predictor(regressor, source.predictor.composition),
+        source.levels,
+        str(source.document["device"]),
+        str(source.document["ort_version"]),
+        source.folder / RULES_FILE if source.rules is not None else None,
+        str(source.document.get("precision", "fp32")),
+        provenance,
+        source.document.get("evaluation", {}),
+        source.document.get("nchwc_block"),
+    )
 
 
 def _nchwc_block(given: int | None) -> int:

@@ -121,6 +121,16 @@ def _loads(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+def kernel_precision(kernel: Mapping[str, Any]) -> str:
+    """What a catalog-style kernel record computes in (``core.dtypes.precision_of`` of its inputs' types); rows from
+    before dtypes were recorded lack them: fp32, as everything was then."""
+    return _inputs_precision(_loads(kernel.get("inputs_json", kernel.get("inputs"))) or [])
+
+
+def _inputs_precision(inputs: list[dict[str, Any]]) -> str:
+    return precision_of(str(t.get("dtype", "float")) for t in inputs)
+
+
 def _dims(shape: list[int]) -> list[int]:
     """The last MAX_RANK dims, left-padded with 1 (a 5-D NCHWc-like shape keeps its inner dims)."""
     tail = list(shape)[-MAX_RANK:]
@@ -258,8 +268,7 @@ def kernel_features(
     flops = float(kernel.get("flops") or 0)
     in_bytes = float(kernel.get("input_bytes") or 0)
     out_bytes = float(kernel.get("output_bytes") or 0)
-    # Rows from before dtypes were recorded lack them: fp32, as everything was then.
-    precision = precision_of(str(t.get("dtype", "float")) for t in inputs)
+    precision = _inputs_precision(inputs)
     largest_weight = max(weights, key=lambda t: prod(t["shape"]), default=None)
     group = int(attributes.get("group", 1)) if isinstance(attributes.get("group", 1), int) else 1
     features: dict[str, Any] = {f"in_d{i}": d for i, d in enumerate(_dims(first_in))}

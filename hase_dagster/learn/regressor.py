@@ -23,6 +23,7 @@ import numpy as np
 from hase_dagster.analysis.design_space import DESIGN_SPACE_FAMILY
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
+from hase_dagster.learn.compute_floor import ComputePeaks
 from hase_dagster.learn.device_calibration import DeviceCalibration
 from hase_dagster.learn.estimators import (
     KINDS,
@@ -78,6 +79,8 @@ class LatencyRegressor:
     graph_factors: GraphFactors | None = None
     # Another device's time over this regressor's, per kernel (learn.device_calibration); None: the trained device.
     device_calibration: DeviceCalibration | None = None
+    # The predicted device's measured peaks (learn.compute_floor): no kernel under its FLOPs at them; None: no floor.
+    compute_peaks: ComputePeaks | None = None
 
     @property
     def numeric_columns(self) -> list[str]:
@@ -99,7 +102,8 @@ class LatencyRegressor:
     ) -> list[dict[str, np.ndarray]]:
         """Milliseconds per target for catalog-style kernel records under each of ``loads`` (one
         mapping of targets to per-kernel arrays per load), in one pass of the estimators; with a
-        ``device_calibration``, each kernel's times are the calibrated device's (x its ratio)."""
+        ``device_calibration``, each kernel's times are the calibrated device's (x its ratio); with ``compute_peaks``,
+        none under its FLOPs at the device's peak."""
         x = feature_matrix(
             kernels, loads, self.families, self.ops, self.load_fields, self.numeric_columns, self.layout.operand_order,
             self.layout.family_variants,
@@ -114,6 +118,11 @@ class LatencyRegressor:
             for targets, ratio in zip(out, self.device_calibration.ratios(kernels, means, values), strict=True):
                 for target in targets:
                     targets[target] = targets[target] * ratio
+        if self.compute_peaks is not None and n:
+            floor = self.compute_peaks.floor_ms(kernels)
+            for targets in out:
+                for target in targets:
+                    targets[target] = np.maximum(targets[target], floor)
         return out
 
     def predict_matrix(self, x: np.ndarray) -> dict[str, np.ndarray]:
@@ -145,6 +154,7 @@ class LatencyRegressor:
             "targets": {target: model.save(folder, target) for target, model in self.models.items()},
             "graph_factors": self.graph_factors.to_json() if self.graph_factors else None,
             "device_calibration": self.device_calibration.save(folder) if self.device_calibration else None,
+            "compute_peaks": self.compute_peaks.to_json() if self.compute_peaks else None,
         }
 
     @classmethod
@@ -165,6 +175,7 @@ class LatencyRegressor:
             [int(b) for b in entry.get("batch_sizes", [])],
             GraphFactors.from_json(entry["graph_factors"]) if entry.get("graph_factors") else None,
             DeviceCalibration.load(entry["device_calibration"], folder) if entry.get("device_calibration") else None,
+            ComputePeaks.from_json(entry["compute_peaks"]) if entry.get("compute_peaks") else None,
         )
 
 

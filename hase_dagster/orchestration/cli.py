@@ -344,14 +344,19 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def cmd_predictor_export(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from hase_dagster.core.config import data_dir
     from hase_dagster.core.paths import DataPaths
     from hase_dagster.learn.bundles import export_bundle, load_bundle
+    from hase_dagster.learn.compute_floor import compute_peaks
     from hase_dagster.learn.graph_factors import read_graph_factors
     from hase_dagster.learn.model_timings import read_timing_sets
     from hase_dagster.learn.training import Predictor, fit_composition, train_predictor
+    from hase_dagster.measure.device_profile import read_profile
     from warehouse.store import Warehouse
 
+    profile = read_profile(args.device_profile) if args.device_profile else None  # refused before any training
     provenance = _read_json_object(args.provenance) if args.provenance else {}
     factors = read_graph_factors(args.graph_factors) if args.graph_factors else None
     timed = read_timing_sets(args.timings, _rules_or_none(args.rules), args.timings_match)
@@ -390,6 +395,10 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
             predictor = train_predictor(store, ep, kind=args.kind, graph_factors=factors, timed_models=timed)
         else:
             predictor = Predictor.load(paths.predictor(ep))
+        if profile is not None:
+            peaks = compute_peaks(profile, ep)
+            predictor = Predictor(replace(predictor.regressor, compute_peaks=peaks), predictor.composition)
+            provenance["compute_floor"] = peaks.to_json()
         folder = export_bundle(store, ep, predictor, out, args.name, args.rules, provenance)
     print(f"bundle {args.name} ({ep}) written to {folder}")
     return 0
@@ -405,13 +414,42 @@ def cmd_predictor_calibrate(args: argparse.Namespace) -> int:
     local = tables_kernel_benchmarks(args.tables, source.ep)
     reference = tables_kernel_benchmarks(args.reference_tables, source.ep)
     where = {"tables": str(args.tables), "reference_tables": str(args.reference_tables)}
-    folder, calibration = calibrate_bundle(source, local, reference, out, args.name, args.device, where)
+    peaks = _compute_peaks(args.device_profile, source.ep) if args.device_profile else None
+    folder, calibration = calibrate_bundle(source, local, reference, out, args.name, args.device, where, peaks)
     print(
         f"bundle {args.name} ({calibration.device}) written to {folder}: bundle {source.name}'s kernel times x the "
         f"speed ratio of {calibration.pairs} shared kernel timings (median {calibration.median_ratio:.3f}, "
-        f"cross-validated error {calibration.cross_validated_error_pct:.1f}%)"
+        f"cross-validated error {calibration.cross_validated_error_pct:.1f}%); "
+        + (_floor_words(peaks) if peaks else "no compute floor (give --device-profile of the new device)")
     )
     return 0
+
+
+def cmd_predictor_floor(args: argparse.Namespace) -> int:
+    from hase_dagster.core.config import data_dir
+    from hase_dagster.core.paths import DataPaths
+    from hase_dagster.learn.bundles import floor_bundle, load_bundle
+
+    source = load_bundle(args.source, data_dir())
+    peaks = _compute_peaks(args.device_profile, source.ep)
+    name = args.name or source.name
+    out = args.out or DataPaths(data_dir()).bundles / name
+    folder = floor_bundle(source, peaks, out, name)
+    print(f"bundle {name} written to {folder}: bundle {source.name} with {_floor_words(peaks)}")
+    return 0
+
+
+def _compute_peaks(path: Path, ep: str) -> Any:
+    """The compute floor's peaks (``learn.compute_floor.ComputePeaks``) of the device profile at ``path``."""
+    from hase_dagster.learn.compute_floor import compute_peaks
+    from hase_dagster.measure.device_profile import read_profile
+
+    return compute_peaks(read_profile(path), ep)
+
+
+def _floor_words(peaks: Any) -> str:
+    rates = ", ".join(f"{precision} {tflops:.0f} TFLOPS" for precision, tflops in sorted(peaks.tflops.items()))
+    return f"a compute floor at {peaks.device_name or 'the device'}'s measured peaks ({rates})"
 
 
 def cmd_predictor_graph_factors(args: argparse.Namespace) -> int:
@@ -456,6 +494,15 @@ def cmd_predictor_graph_factors(args: argparse.Namespace) -> int:
         f"{scores['within_10_pct_after']:.0f}%; written to {args.out}"
     )
     return 0
+
+
+def _device_profile_argument(parser: argparse.ArgumentParser, whose: str) -> None:
+    parser.add_argument(
+        "--device-profile",
+        type=Path,
+        default=None,
+        help=f"{whose} profile (hase device-profile): no kernel is predicted under its FLOPs at the measured peak",
+    )
 
 
 def _rules_or_none(path: Path | None) -> Any:
@@ -920,6 +967,7 @@ def build_parser() -> argparse.ArgumentParser:
         "and --timings): a bundle fitted to your machine's timings in minutes",
     )
     _timing_arguments(export)
+    _device_profile_argument(export, "the trained device's")
     export.set_defaults(handler=cmd_predictor_export)
     calibrate = predictor_commands.add_parser(
         "calibrate",
@@ -938,7 +986,19 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_argument(
         "--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)"
     )
+    _device_profile_argument(calibrate, "the new device's")
     calibrate.set_defaults(handler=cmd_predictor_calibrate)
+    floor = predictor_commands.add_parser(
+        "floor",
+        help="write a bundle whose kernels are never predicted under their FLOPs at the device's measured peak",
+    )
+    floor.add_argument("source", help="the bundle (name or folder), e.g. h100")
+    floor.add_argument("name", nargs="?", default=None, help="the new bundle's name (default: the source's)")
+    floor.add_argument(
+        "--device-profile", type=Path, required=True, help="the predicted device's profile (hase device-profile)"
+    )
+    floor.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)")
+    floor.set_defaults(handler=cmd_predictor_floor)
     factors = predictor_commands.add_parser(
         "graph-factors",
         help="fit in-graph factors per kernel category from CUPTI's GPU kernel time of whole networks",
