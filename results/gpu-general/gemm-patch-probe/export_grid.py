@@ -5,7 +5,9 @@ tables hardly cover (results/gpu-general/user-kernels-ah/matmul-weight.md):
   weight operand; with bias ORT's CUDA EP runs a Gemm over reshapes);
 - ``patch_*``: ``nn.Conv2d(C, 2C or 768, k, stride=k)`` patch embeddings on ``[B, C, P, P]``.
 
-    python3 export_grid.py OUT_DIR
+    python3 export_grid.py OUT_DIR [BATCHES]    # BATCHES comma-separated, default 16,64
+
+``BATCHES=1`` writes the batch-1 files the profile ``gpu_projection_probes`` fingerprints its kernels with.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ def main() -> int:
     out = Path(sys.argv[1])
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
-    for b in BATCHES:
+    for b in [int(x) for x in sys.argv[2].split(",")] if len(sys.argv) > 2 else BATCHES:
         for d, r, t in LINEAR:
             for bias in (True, False):
                 path = out / f"lin_d{d}_r{r}_t{t}_{'bias' if bias else 'nobias'}_b{b}.onnx"
