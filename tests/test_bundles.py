@@ -652,3 +652,49 @@ def test_export_with_another_bundles_regressor_fits_only_the_composition(
     assert main(["predictor", "export", "refit2", "--regressor-of", str(folder)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("hase: error: ") and "need --tables" in err and err.count("\n") == 1, err
+
+
+def test_export_with_another_bundles_composition_trains_only_the_kernel_regressor(
+    trained: tuple[object, Predictor, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hase_dagster.learn.predict import predict_kernels_under
+    from hase_dagster.learn.training import train_predictor_regressor
+
+    store, _, folder = trained
+    source = read_bundle(folder)
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    # New kernel rows: every kernel timed twice as slow. The regressor learns them, the composition stays the source's.
+    slower = _new_device_tables(tmp_path, lambda f: 2.0)
+    out = tmp_path / "rows"
+    base = ["predictor", "export", "rows", "--tables", str(slower), "--kind", "flops_baseline"]
+    assert main([*base, "--composition-of", str(folder), "--out", str(out)]) == 0
+    rows = read_bundle(out)
+    assert rows.predictor.composition.to_json() == source.predictor.composition.to_json()
+    assert rows.predictor.regressor.kind == "flops_baseline"
+    assert rows.document["provenance"]["composition_of"]["bundle"] == source.name
+    before = train_predictor_regressor(store, "cpu", "flops_baseline")  # type: ignore[arg-type]
+    variants = kernels_by_variant(store, "cpu")  # type: ignore[arg-type]
+    kernels = [k for variant in sorted(variants)[:4] for k in variants[variant]]
+    load = source.load_for("idle")[0]
+    ratio = [
+        a.mean_ms / b.mean_ms
+        for a, b in zip(
+            predict_kernels_under(rows.predictor.regressor, kernels, [load])[0],
+            predict_kernels_under(before, kernels, [load])[0],
+            strict=True,
+        )
+    ]
+    assert np.median(ratio) == pytest.approx(2.0, rel=0.05)
+    capsys.readouterr()
+    cases = [
+        ([*base, "--composition-of", str(folder), "--regressor-of", str(folder)], "give one"),
+        ([*base, "--composition-of", str(folder), "--timings", f"{tmp_path}:{tmp_path}"], "drop --timings"),
+        (["predictor", "export", "x", "--composition-of", str(folder)], "need --tables"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith("hase: error: ") and message in err and err.count("\n") == 1, err

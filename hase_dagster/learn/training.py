@@ -283,6 +283,26 @@ def train_predictor(
     return Predictor(regressor, fit_composition(store, ep, regressor, timed_models, models))
 
 
+def train_predictor_regressor(
+    store: Warehouse, ep: str, kind: str | None = None, graph_factors: GraphFactors | None = None
+) -> LatencyRegressor:
+    """The kernel regressor :func:`train_predictor` trains (on every kernel benchmark row of ``ep`` but held-out
+    models'), without a composition: for a bundle that keeps another's composition.
+
+    Args:
+        store: the warehouse.
+        ep: the execution provider.
+        kind: the regressor kind (default: the comparison's pick, as :func:`train_predictor`).
+        graph_factors: in-graph factors the regressor carries (``learn.graph_factors``).
+
+    Returns:
+        The trained regressor.
+    """
+    regressor = train_regressor(training_rows(store, ep).reset_index(drop=True), ep, kind=kind)
+    regressor.graph_factors = graph_factors
+    return regressor
+
+
 def fit_composition(
     store: Warehouse,
     ep: str,

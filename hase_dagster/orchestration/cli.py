@@ -352,18 +352,26 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
     from hase_dagster.learn.compute_floor import compute_peaks
     from hase_dagster.learn.graph_factors import read_graph_factors
     from hase_dagster.learn.model_timings import read_timing_sets
-    from hase_dagster.learn.training import Predictor, fit_composition, train_predictor
+    from hase_dagster.learn.training import Predictor, fit_composition, train_predictor, train_predictor_regressor
     from hase_dagster.measure.device_profile import read_profile
     from warehouse.store import Warehouse
 
     profile = read_profile(args.device_profile) if args.device_profile else None  # refused before any training
+    if args.timings and args.composition_of:
+        raise HaseError("--composition-of keeps that bundle's composition: drop --timings, which would fit another")
     provenance = _read_json_object(args.provenance) if args.provenance else {}
     factors = read_graph_factors(args.graph_factors) if args.graph_factors else None
     timed = read_timing_sets(args.timings, _rules_or_none(args.rules), args.timings_match)
-    if (factors is not None or timed or args.regressor_of) and not args.tables:
-        raise HaseError("--graph-factors, --timings and --regressor-of need --tables: the predictor is trained again")
+    if (factors is not None or timed or args.regressor_of or args.composition_of) and not args.tables:
+        raise HaseError(
+            "--graph-factors, --timings, --regressor-of and --composition-of need --tables: the predictor is trained again"
+        )
     if factors is not None and args.regressor_of:
         raise HaseError("--regressor-of keeps that bundle's graph factors: drop --graph-factors")
+    if args.regressor_of and args.composition_of:
+        raise HaseError(
+            "--regressor-of keeps a bundle's regressor and --composition-of another's composition: give one"
+        )
     if timed:
         provenance["composition_timings"] = {"sets": args.timings, "match": args.timings_match, "rows": len(timed)}
     paths = DataPaths(data_dir())
@@ -391,6 +399,17 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
             regressor = source.predictor.regressor
             predictor = Predictor(regressor, fit_composition(store, ep, regressor, timed))
             provenance["regressor_of"] = {"bundle": source.name, "created": source.document["created"]}
+        elif args.composition_of:
+            # New kernel rows, the bundle's composition as it is: the kernel regressor alone is trained (a minute
+            # on the H100 tables; refitting the composition detects the kernels of every timed network again).
+            source = load_bundle(args.composition_of, data_dir())
+            if source.ep != ep:
+                raise HaseError(f"bundle {source.name} predicts for {source.ep}, the tables' EP is {ep}")
+            if source.predictor.regressor.device_calibration is not None:
+                raise HaseError(f"bundle {source.name} is calibrated to another device: take the bundle it came from")
+            regressor = train_predictor_regressor(store, ep, args.kind, source.predictor.regressor.graph_factors)
+            predictor = Predictor(regressor, source.predictor.composition)
+            provenance["composition_of"] = {"bundle": source.name, "created": source.document["created"]}
         elif args.tables:
             predictor = train_predictor(store, ep, kind=args.kind, graph_factors=factors, timed_models=timed)
         else:
@@ -965,6 +984,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="with --tables: keep this bundle's kernel regressor and fit only the composition (on the tables' models "
         "and --timings): a bundle fitted to your machine's timings in minutes",
+    )
+    export.add_argument(
+        "--composition-of",
+        default=None,
+        help="with --tables: train only the kernel regressor and keep this bundle's composition (and graph factors): "
+        "new kernel rows in a minute",
     )
     _timing_arguments(export)
     _device_profile_argument(export, "the trained device's")
