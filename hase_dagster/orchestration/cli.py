@@ -364,7 +364,8 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
     timed = read_timing_sets(args.timings, _rules_or_none(args.rules), args.timings_match)
     if (factors is not None or timed or args.regressor_of or args.composition_of) and not args.tables:
         raise HaseError(
-            "--graph-factors, --timings, --regressor-of and --composition-of need --tables: the predictor is trained again"
+            "--graph-factors, --timings, --regressor-of and --composition-of need --tables: "
+            "the predictor is trained again"
         )
     if factors is not None and args.regressor_of:
         raise HaseError("--regressor-of keeps that bundle's graph factors: drop --graph-factors")
