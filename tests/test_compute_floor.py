@@ -4,6 +4,7 @@ device profile, the predictions from the shipped h200 bundle)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.bundles import floor_bundle, load_bundle, read_bundle
 from hase_dagster.learn.compute_floor import ComputePeaks, compute_peaks
 from hase_dagster.learn.predict import predict_kernels_under
+from hase_dagster.learn.training import Predictor
 from hase_dagster.measure.device_profile import read_profile
 from hase_dagster.orchestration.cli import main
 
@@ -66,14 +68,19 @@ def test_a_profile_of_another_device_or_without_gemms_is_refused() -> None:
 
 
 def test_the_floored_bundle_lifts_only_kernels_the_trees_put_above_the_peak(tmp_path: Path) -> None:
-    source = load_bundle("h200")
+    shipped = load_bundle("h200")
+    # The shipped bundle carries its own device's floor; the trees alone are what the floor is measured against.
+    assert shipped.predictor.regressor.compute_peaks is not None
+    assert shipped.predictor.regressor.compute_peaks.device_name == "NVIDIA H200"
+    unfloored = replace(shipped.predictor.regressor, compute_peaks=None)
+    source = replace(shipped, predictor=Predictor(unfloored, shipped.predictor.composition))
     peaks = compute_peaks(read_profile(H100_PROFILE), "cuda")
     floored = read_bundle(floor_bundle(source, peaks, tmp_path / "h200-floor", "h200-floor"))
     assert floored.predictor.regressor.compute_peaks == peaks
     assert floored.document["provenance"]["compute_floor"]["tflops"] == peaks.tflops
-    # 1.24 TFLOP of bias-free projection 2048 -> 8192 wide: the trees answer from attention's batched products at a
-    # rate above the measured peak (on an H200 it ran at 311 TFLOPS, 3.99 ms); a narrow one stays under it.
-    wide, narrow = _projection(577, 2048, 8192), _projection(49, 256, 256)
+    # 8.8 TFLOP of bias-free projection 4096 -> 16384 wide over 1024 tokens, twice as wide as any row: the trees answer
+    # from the widest rows they have, at a rate above the measured peak; a narrow one stays far under it.
+    wide, narrow = _projection(1024, 4096, 16384), _projection(49, 256, 256)
     idle = source.load_for("idle")[0]
     for load in (idle, source.load_for("level=1.0")[0]):
         before = predict_kernels_under(source.predictor.regressor, [wide, narrow], [load])[0]
