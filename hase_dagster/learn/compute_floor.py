@@ -73,7 +73,7 @@ def compute_peaks(profile: Mapping[str, Any], ep: str) -> ComputePeaks:
     """The compute floor's peaks from a device profile document (``device_profile.json``) for kernels of ``ep``.
 
     Args:
-        profile: a device profile (``hase_dagster.measure.device_profile.load_profile``).
+        profile: a device profile (``hase_dagster.measure.device_profile.read_profile``).
         ep: the execution provider the kernels run on (``cuda`` or ``cpu``); the profile must be of that device.
 
     Returns:
