@@ -91,6 +91,9 @@ def test_the_floored_bundle_lifts_only_kernels_the_trees_put_above_the_peak(tmp_
         assert after[0].mean_ms >= floor * (1 - 1e-9) and after[0].p90_ms >= floor * (1 - 1e-9)
         assert after[0].mean_ms == pytest.approx(max(before[0].mean_ms, floor))
         assert after[1].mean_ms == pytest.approx(before[1].mean_ms)  # far from the peak: untouched
+        # the answer says which kernel the floor, not the trees, gave
+        assert after[0].at_compute_floor and not after[1].at_compute_floor
+        assert not before[0].at_compute_floor
 
 
 def test_predictor_floor_writes_the_bundle_and_refuses_a_bad_profile_in_one_line(

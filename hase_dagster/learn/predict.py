@@ -49,6 +49,8 @@ class KernelPrediction:
     # the device kernels it stands for: 1, or its proxies' count (ORT's Einsum launches its transposes, GEMM and
     # copy one by one, each a launch for the composition's per-kernel term)
     launches: int = 1
+    # predicted at its FLOPs over the device's measured peak (learn.compute_floor): the trees answered faster
+    at_compute_floor: bool = False
 
 
 @dataclass
@@ -669,9 +671,12 @@ def predict_kernels_under(
     owner = np.repeat(np.arange(len(records)), [len(p) for p in standing_in])
     flat = [r for p in standing_in for r in p]
     proxy_family = ["+".join(str(r["family"]) for r in p) if p else "" for p in proxies]
+    peaks = getattr(regressor, "compute_peaks", None)  # a stand-in regressor may not carry the field
+    floor = np.bincount(owner, peaks.floor_ms(flat), len(records)) if peaks is not None else np.zeros(len(records))
     out = []
     for flat_predicted in regressor.predict_kernels(flat, loads):
         predicted = {t: np.bincount(owner, v, len(records)) for t, v in flat_predicted.items()}
+        at_floor = (floor > 0) & (predicted["mean_ms"] <= floor * (1 + 1e-9))
         if factors is not None:
             predicted = in_graph(factors, categories, predicted)
         out.append(
@@ -687,6 +692,7 @@ def predict_kernels_under(
                     fallback=fallback[i],
                     proxy_family=proxy_family[i],
                     launches=len(standing_in[i]),
+                    at_compute_floor=bool(at_floor[i]),
                 )
                 for i, k in enumerate(kernels)
             ]
@@ -937,6 +943,7 @@ def _model_prediction(
             "fallback_families": fallback_families,
             "fallback_share": round(fallback_share, 4),
             "proxied": len(proxied),
+            "at_compute_floor": sum(p.at_compute_floor for p in predictions),
         },
         kernels=predictions,
         warnings=warnings,

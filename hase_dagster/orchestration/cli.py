@@ -593,6 +593,11 @@ def _print_prediction(prediction: Any, top: int) -> None:
     print(
         f"  coverage: {coverage['covered']}/{coverage['kernels']} kernels have a trained family"
         + (f"; FALLBACK for {coverage['fallback']}: {coverage['fallback_families']}" if coverage["fallback"] else "")
+        + (
+            f"; {coverage['at_compute_floor']} at the device's measured peak (compute floor)"
+            if coverage.get("at_compute_floor")
+            else ""
+        )
     )
     if prediction.predictor is not None:
         bundle = prediction.predictor
@@ -606,7 +611,9 @@ def _print_prediction(prediction: Any, top: int) -> None:
             )
         )
     for kernel in sorted(prediction.kernels, key=lambda k: -k.mean_ms)[:top]:
-        mark = "  [fallback]" if kernel.fallback else ""
+        mark = ("  [fallback]" if kernel.fallback else "") + (
+            "  [at the device's peak]" if kernel.at_compute_floor else ""
+        )
         print(f"    {kernel.order:>4} {kernel.family[:40]:<40} {kernel.mean_ms:9.4f} ms{mark}")
     memory = getattr(prediction, "peak_memory", None)
     if memory:
