@@ -703,19 +703,7 @@ def calibrate_bundle(
         },
         **({"compute_floor": peaks.to_json()} if peaks is not None else {}),
     }
-    folder = write_bundle(
-        out,
-        name,
-        predictor,
-        source.levels,
-        device,
-        str(source.document["ort_version"]),
-        source.folder / RULES_FILE if source.rules is not None else None,
-        str(source.document.get("precision", "fp32")),
-        details,
-        {},
-        source.document.get("nchwc_block"),
-    )
+    folder = _write_derived_bundle(source, predictor, out, name, details, evaluation={}, device=device)
     return folder, calibration
 
 
@@ -745,17 +733,32 @@ def floor_bundle(source: Bundle, peaks: ComputePeaks, out: str | os.PathLike[str
             "evaluation": "the source's figures, measured without the floor",
         },
     }
+    predictor = Predictor(regressor, source.predictor.composition)
+    return _write_derived_bundle(source, predictor, out, name, provenance, source.document.get("evaluation", {}))
+
+
+def _write_derived_bundle(
+    source: Bundle,
+    predictor: Predictor,
+    out: str | os.PathLike[str],
+    name: str,
+    provenance: dict[str, Any],
+    evaluation: dict[str, Any],
+    device: str | None = None,
+) -> Path:
+    """:func:`write_bundle` of ``predictor`` with everything else ``source``'s: its loads by level, ORT version,
+    fusion rules, precision and NCHWc block, and its device unless ``device`` names another."""
     return write_bundle(
         out,
         name,
-        Predictor(regressor, source.predictor.composition),
+        predictor,
         source.levels,
-        str(source.document["device"]),
+        device or str(source.document["device"]),
         str(source.document["ort_version"]),
         source.folder / RULES_FILE if source.rules is not None else None,
         str(source.document.get("precision", "fp32")),
         provenance,
-        source.document.get("evaluation", {}),
+        evaluation,
         source.document.get("nchwc_block"),
     )
 

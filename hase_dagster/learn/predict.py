@@ -672,9 +672,11 @@ def predict_kernels_under(
     flat = [r for p in standing_in for r in p]
     proxy_family = ["+".join(str(r["family"]) for r in p) if p else "" for p in proxies]
     peaks = getattr(regressor, "compute_peaks", None)  # a stand-in regressor may not carry the field
-    floor = np.bincount(owner, peaks.floor_ms(flat), len(records)) if peaks is not None else np.zeros(len(records))
+    # the floor once per kernel record, for the regressor to apply and for the flag
+    flat_floor = {"floor_ms": peaks.floor_ms(flat)} if peaks is not None else {}
+    floor = np.bincount(owner, flat_floor["floor_ms"], len(records)) if flat_floor else np.zeros(len(records))
     out = []
-    for flat_predicted in regressor.predict_kernels(flat, loads):
+    for flat_predicted in regressor.predict_kernels(flat, loads, **flat_floor):
         predicted = {t: np.bincount(owner, v, len(records)) for t, v in flat_predicted.items()}
         at_floor = (floor > 0) & (predicted["mean_ms"] <= floor * (1 + 1e-9))
         if factors is not None:

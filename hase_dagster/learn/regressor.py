@@ -98,12 +98,16 @@ class LatencyRegressor:
         return self.predict_matrix(self.matrix(features))
 
     def predict_kernels(
-        self, kernels: Sequence[Mapping[str, Any]], loads: Sequence[Mapping[str, float]]
+        self,
+        kernels: Sequence[Mapping[str, Any]],
+        loads: Sequence[Mapping[str, float]],
+        floor_ms: np.ndarray | None = None,
     ) -> list[dict[str, np.ndarray]]:
         """Milliseconds per target for catalog-style kernel records under each of ``loads`` (one
         mapping of targets to per-kernel arrays per load), in one pass of the estimators; with a
         ``device_calibration``, each kernel's times are the calibrated device's (x its ratio); with ``compute_peaks``,
-        none under its FLOPs at the device's peak."""
+        none under its FLOPs at the device's peak (``floor_ms``: that floor per kernel where the caller has it,
+        ``compute_peaks.floor_ms(kernels)``)."""
         x = feature_matrix(
             kernels, loads, self.families, self.ops, self.load_fields, self.numeric_columns, self.layout.operand_order,
             self.layout.family_variants,
@@ -119,7 +123,7 @@ class LatencyRegressor:
                 for target in targets:
                     targets[target] = targets[target] * ratio
         if self.compute_peaks is not None and n:
-            floor = self.compute_peaks.floor_ms(kernels)
+            floor = self.compute_peaks.floor_ms(kernels) if floor_ms is None else floor_ms
             for targets in out:
                 for target in targets:
                     targets[target] = np.maximum(targets[target], floor)

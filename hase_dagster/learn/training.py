@@ -272,33 +272,39 @@ def train_predictor(
     warehouse, timed whole, their kernels detected statically: ``learn.model_timings``) are
     composition points beside the warehouse's models."""
     excluded = set(exclude_architectures)
-    rows = training_rows(store, ep)
     models = measured_models(store, ep)
     models = models[~models["held_out"].astype(bool)]
     if excluded:
-        rows = rows_without(rows, excluded)
         models = models[~models["architecture"].isin(excluded)]
-    regressor = train_regressor(rows.reset_index(drop=True), ep, kind=kind)
-    regressor.graph_factors = graph_factors
+    regressor = train_predictor_regressor(store, ep, kind, graph_factors, excluded)
     return Predictor(regressor, fit_composition(store, ep, regressor, timed_models, models))
 
 
 def train_predictor_regressor(
-    store: Warehouse, ep: str, kind: str | None = None, graph_factors: GraphFactors | None = None
+    store: Warehouse,
+    ep: str,
+    kind: str | None = None,
+    graph_factors: GraphFactors | None = None,
+    exclude_architectures: Iterable[str] = (),
 ) -> LatencyRegressor:
-    """The kernel regressor :func:`train_predictor` trains (on every kernel benchmark row of ``ep`` but held-out
-    models'), without a composition: for a bundle that keeps another's composition.
+    """The kernel regressor of :func:`train_predictor` (on every kernel benchmark row of ``ep`` but held-out
+    models'), alone: also for a bundle that keeps another's composition.
 
     Args:
         store: the warehouse.
         ep: the execution provider.
-        kind: the regressor kind (default: the comparison's pick, as :func:`train_predictor`).
+        kind: the regressor kind (default: the comparison's pick).
         graph_factors: in-graph factors the regressor carries (``learn.graph_factors``).
+        exclude_architectures: architectures none of whose kernel instances is seen.
 
     Returns:
         The trained regressor.
     """
-    regressor = train_regressor(training_rows(store, ep).reset_index(drop=True), ep, kind=kind)
+    rows = training_rows(store, ep)
+    excluded = set(exclude_architectures)
+    if excluded:
+        rows = rows_without(rows, excluded)
+    regressor = train_regressor(rows.reset_index(drop=True), ep, kind=kind)
     regressor.graph_factors = graph_factors
     return regressor
 
