@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,19 @@ def test_a_twin_of_another_structure_is_not_used(tmp_path: Path, resnet18_onnx: 
 
     assert origin == "direct"
     assert fusion.absorbed == map_fusions(resnet18_onnx, optimized).absorbed
+
+
+def test_writers_racing_on_one_fusion_map_each_finish_and_leave_one_whole_file(tmp_path: Path) -> None:
+    """Analysis workers map two models of one structure at once (the probe grids' 224 and 256 px twins): each
+    writer renames its own temporary file, so none fails on a name another one already renamed."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hase_dagster.core.paths import write_text_atomic
+
+    target = tmp_path / "maps" / "key.json"
+    texts = [json.dumps({"writer": i, "pad": "x" * 50_000}) for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        written = list(pool.map(lambda text: write_text_atomic(target, text), texts * 25))
+    assert written == [target] * 200
+    assert target.read_text() in texts
+    assert [p.name for p in target.parent.iterdir()] == ["key.json"]

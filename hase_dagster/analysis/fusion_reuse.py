@@ -23,6 +23,7 @@ from hase_dagster.analysis.graph import OptimizedGraph, name_all_nodes, optimize
 from hase_dagster.analysis.zoo import ModelVariant, export_variant
 from hase_dagster.core.config import OrtOptions
 from hase_dagster.core.ort_runtime import EpName
+from hase_dagster.core.paths import write_text_atomic
 
 # Bump when map_fusions changes what it returns: older cached maps are then ignored.
 FUSION_MAP_VERSION = 2
@@ -67,10 +68,7 @@ def map_fusions_reusing(
             fusion, source = map_fusions(twin_source, twin_graph, options), "twin"
     if fusion is None:
         fusion = map_fusions(source_model, optimized, options)
-    cached.parent.mkdir(parents=True, exist_ok=True)
-    partial = cached.with_suffix(".partial")
-    partial.write_text(json.dumps(fusion.to_dict()))
-    partial.replace(cached)
+    write_text_atomic(cached, json.dumps(fusion.to_dict()))
     return fusion, source
 
 

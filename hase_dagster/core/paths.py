@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +11,24 @@ from pathlib import Path
 DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2] / ".hase_data"
 # Predictor bundles shipped in the repository (``hase predict --predictor h100`` finds them by name).
 SHIPPED_BUNDLES = Path(__file__).resolve().parents[2] / "results" / "bundles"
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file of its own in the same folder, then rename it over
+    ``path``: a reader sees the old or the new file whole, and writers racing on one path (analysis workers
+    mapping two models of one structure) each rename their own file instead of one renaming the other's.
+
+    Returns:
+        ``path``.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        "w", dir=target.parent, prefix=f".{target.name}.", suffix=".partial", delete=False
+    ) as f:
+        f.write(text)
+    Path(f.name).replace(target)
+    return target
 
 
 def data_dir(override: str | os.PathLike[str] | None = None) -> Path:
