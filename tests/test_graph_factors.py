@@ -142,7 +142,7 @@ def test_graph_factors_command_fits_the_committed_bundle_on_real_files(tmp_path:
     factors = read_graph_factors(out)
     assert factors.fitted_on == len(paths)
     # the ridge pulls the halving (0.5) toward 1: 0.654 with the h100 bundle of 2026-11-29 03:00 UTC, 0.700 with
-    # that of 06:30 UTC
+    # that of 06:10 UTC
     assert factors.factors["conv_1x1"] < 0.75
     assert factors.factors["conv_kxk"] == pytest.approx(1.0, abs=0.1)
     assert factors.scores["mean_abs_error_pct_after"] < factors.scores["mean_abs_error_pct_before"]

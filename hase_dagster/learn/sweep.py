@@ -25,7 +25,7 @@ from hase_dagster.analysis.precision import detect_precision
 from hase_dagster.core.config import EpName
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.onnx_structure import graph_structure_digest, load_structure
-from hase_dagster.core.paths import DataPaths
+from hase_dagster.core.paths import DataPaths, write_text_atomic
 from hase_dagster.learn.predict import ModelPrediction, predict_model
 from hase_dagster.learn.predict_file import model_files, resolve_load, with_batch_size
 from hase_dagster.learn.training import Predictor
@@ -63,10 +63,8 @@ class AnalysisCache:
         with tempfile.TemporaryDirectory() as tmp:
             model_path = with_batch_size(path, batch_size, Path(tmp))
             analysis = analyze_model(model_path, ep, Path(tmp) / "optimized.onnx", variant_id=path.stem)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        partial = entry.with_suffix(".partial")
-        partial.write_text(json.dumps({"variant_id": path.stem, "kernels": [k.to_dict() for k in analysis.kernels]}))
-        partial.replace(entry)
+        document = {"variant_id": path.stem, "kernels": [k.to_dict() for k in analysis.kernels]}
+        write_text_atomic(entry, json.dumps(document))
         return analysis.kernels, False
 
 
