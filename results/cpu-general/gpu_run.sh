@@ -69,6 +69,11 @@
 #   set AH on an H200 (seeds 913-924 drawn 17:3x UTC after set AG's verdict, predicted blind by the bundles with the
 #   extended rules and proxies before timing): WORK=/tmp/setAH-gpu SEEDS=none HAND_OPS=913-924 BATCHES=1,16,64
 #   bash results/cpu-general/gpu_run.sh
+#   set AL on an H200 (drawn 2026-11-29 07:45 UTC, sample_timm_set.py --seed 20261206 --count 9 --max-size 288
+#   --max-params 60, hand_ops seeds 957-960, generator seeds 961-964; batch 1/4/16/128, the first blind batch 4 and
+#   128 on this device): WORK=/tmp/setAL-gpu SEEDS=961-964 HAND_OPS=957-960 BATCHES=1,4,16,128
+#   TIMM="$(cat results/cpu-general/setAL-models.txt)" TIMM_WHEEL=.gpuhost/timm/timm-1.0.31-py3-none-any.whl
+#   BUDGET_S=300 bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
