@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from onnx import TensorProto, helper
 
 from hase_dagster.analysis.catalog import Kernel, kernel_from_dict
 from hase_dagster.analysis.fusion_rules import FusionRules
@@ -698,3 +699,29 @@ def test_export_with_another_bundles_composition_trains_only_the_kernel_regresso
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert err.startswith("hase: error: ") and message in err and err.count("\n") == 1, err
+
+
+def test_predict_refuses_in_one_line_a_model_whose_kernel_shapes_stay_unknown(
+    bundle_copy: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A kernel after NonZero has a shape only a run knows: its bytes and FLOPs would be products of -1s (a traceback
+    in the features before, or a wrong number where the -1s paired up), so predict names it and stops."""
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    graph = helper.make_graph(
+        [
+            helper.make_node("NonZero", ["x"], ["where"]),
+            helper.make_node("Cast", ["where"], ["where_float"], to=TensorProto.FLOAT),
+            helper.make_node("Relu", ["where_float"], ["y"]),
+        ],
+        "data_dependent",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    path = tmp_path / "data_dependent.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    args = ["predict", str(path), "--predictor", str(bundle_copy), "--batch-size", "1", "--load", "idle"]
+    args += ["--kernels", "static"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hase: error: static detection could not infer the shapes") and err.count("\n") == 1, err
+    assert "data_dependent.onnx" in err

@@ -313,3 +313,43 @@ def test_extending_rules_adds_only_the_fusions_the_base_has_no_pattern_for() -> 
     ]
     with pytest.raises(HaseError, match="cannot extend cuda rules of ORT 1.31.1 with cpu"):
         extended(base, dataclasses.replace(extra, ep="cpu"), "x")
+
+
+def test_a_constant_if_is_folded_through_its_taken_branch(tmp_path: Path) -> None:
+    """timm's Hiera tiles its window position embedding under ``If(Size(...) < k)``: the branch reshapes a weight
+    too large for the fold pass to keep as a value. ORT folds it before running; static detection takes the branch
+    the known condition picks and infers its shapes, so the Add after it keeps (1, 8, 8, 4), not unknown dims."""
+    window = numpy_helper.from_array(np.ones((1, 4, 8, 8), dtype=np.float32), "window")  # 256 values: a weight
+    flat = numpy_helper.from_array(np.array([1, 4, 8, 8], dtype=np.int64), "flat")
+    then_branch = helper.make_graph(
+        [helper.make_node("Reshape", ["window", "flat"], ["taken"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("taken", TensorProto.FLOAT, None)],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["other"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("other", TensorProto.FLOAT, None)],
+    )
+    nodes = [
+        helper.make_node("Size", ["x"], ["size"]),
+        helper.make_node("Less", ["size", "limit"], ["small"]),
+        helper.make_node("If", ["small"], ["embedding"], then_branch=then_branch, else_branch=else_branch),
+        helper.make_node("Transpose", ["embedding"], ["channels_last"], perm=[0, 2, 3, 1]),
+        helper.make_node("Add", ["x", "channels_last"], ["y"]),
+    ]
+    limit = numpy_helper.from_array(np.array(10**6, dtype=np.int64), "limit")
+    graph = helper.make_graph(
+        nodes,
+        "hiera_like",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [window, flat, limit],
+    )
+    path = tmp_path / "if.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8), str(path))
+    rules = FusionRules(ep="cuda", ort_version=onnxruntime.__version__, device="test", rules=[])
+    [add] = [k for k in detect_kernels(path, rules).kernels if k.op_type == "Add"]
+    assert tuple(add.inputs[1].shape) == (1, 8, 8, 4) and tuple(add.outputs[0].shape) == (1, 8, 8, 4)

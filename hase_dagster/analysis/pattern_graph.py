@@ -246,14 +246,23 @@ def _fold_and_infer(
         types[init.name] = helper.make_tensor_type_proto(init.data_type, list(init.dims))
     opsets = {o.domain or "ai.onnx": o.version for o in light.opset_import}
     out = dict(tensors)
-    for index, node in enumerate(light.graph.node):
-        key = _memo_key(index, node, values) if memo is not None else None
+
+    def visit(index: int, node: onnx.NodeProto, cache: bool) -> None:
+        if node.op_type == "If" and _visit_taken_branch(node, values, visit):
+            for name, inner in zip(node.output, _taken_branch(node, values).output):
+                if name and inner.name in types:
+                    types[name] = types[inner.name]
+                    out[name] = TensorInfo(name, out[inner.name].dtype, out[inner.name].shape)
+                    if inner.name in values:
+                        values[name] = values[inner.name]
+            return
+        key = _memo_key(index, node, values) if cache and memo is not None else None
         if key is not None and memo is not None:
             if key not in memo:
                 memo[key] = _evaluate(node, values, out, evaluators, index)
             results = memo[key]
         else:
-            results = _evaluate(node, values, out, evaluators, index)
+            results = _evaluate(node, values, out, evaluators if cache else None, index)
         if results is not None:
             for name, value in zip(node.output, results):
                 if name:
@@ -263,7 +272,7 @@ def _fold_and_infer(
                     element_type = _element_type(array)
                     types[name] = _tensor_type(element_type, tuple(array.shape))
                     out[name] = TensorInfo(name, ort_name_of_onnx_type(element_type), tuple(array.shape))
-            continue
+            return
         try:
             schema = onnx.defs.get_schema(node.op_type, opsets.get(node.domain or "ai.onnx", 1), node.domain)
             inferred = shape_inference.infer_node_outputs(
@@ -274,14 +283,37 @@ def _fold_and_infer(
                 opset_imports=list(light.opset_import),
             )
         except Exception:  # an op without a schema (contrib domains) or one inference rejects
-            continue
+            return
         for name, type_proto in inferred.items():
             types[name] = type_proto
             value = helper.make_value_info(name, type_proto)
             info = _shape_of(value)
             if name not in out or any(d < 0 for d in out[name].shape):
                 out[name] = info
+
+    for index, node in enumerate(light.graph.node):
+        visit(index, node, cache=True)
     return out
+
+
+def _taken_branch(node: onnx.NodeProto, values: dict[str, np.ndarray]) -> onnx.GraphProto:
+    """The branch an ``If`` node whose condition value is known takes."""
+    condition = bool(np.asarray(values[node.input[0]]).reshape(-1)[0])
+    wanted = "then_branch" if condition else "else_branch"
+    return helper.get_attribute_value(next(a for a in node.attribute if a.name == wanted))
+
+
+def _visit_taken_branch(node: onnx.NodeProto, values: dict[str, np.ndarray], visit: Any) -> bool:
+    """Fold and infer the nodes of the branch an ``If`` with a known condition takes, in the outer graph's scope
+    (exports build shape-dependent constants this way: timm's Hiera tiles its window position embedding under
+    ``If(Size(...) < k)``, which ORT folds before anything runs); False when the condition is unknown. Branch nodes are
+    neither memoised nor kept in the evaluator cache: their evaluations depend on outer values that their inputs
+    do not name."""
+    if node.input[0] not in values:
+        return False
+    for inner in _taken_branch(node, values).node:
+        visit(-1, inner, False)
+    return True
 
 
 @dataclass

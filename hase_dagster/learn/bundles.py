@@ -262,6 +262,15 @@ class Bundle:
             structure = self.structure_of(model)
             detection = model.detect(structure, batch_size, self.rules)
             kernels = detection.kernels
+            unresolved = [k for k in kernels if any(d < 0 for t in (*k.inputs, *k.outputs) for d in t.shape)]
+            if unresolved:  # their bytes and FLOPs would be products of -1s: refuse rather than guess
+                first = unresolved[0]
+                raise HaseError(
+                    f"static detection could not infer the shapes of {len(unresolved)} of {len(kernels)} kernels of "
+                    f"{path.name} at batch {batch_size} (first: {first.op_type} {first.node_name}): they depend on "
+                    "values computed at run time; export the model with static shapes (onnxsim, or the exporter's "
+                    "constant folding) to predict it"
+                )
             if self.nchwc_block is not None:  # a CPU bundle's kernels in its device's NCHWc layout
                 nodes = {node.name: (list(node.input), list(node.output)) for node in structure.nodes}
                 kernels = nchwc_layout(kernels, self.nchwc_block, nodes, structure.graph_outputs)
