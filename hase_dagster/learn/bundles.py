@@ -746,6 +746,58 @@ def floor_bundle(source: Bundle, peaks: ComputePeaks, out: str | os.PathLike[str
     return _write_derived_bundle(source, predictor, out, name, provenance, source.document.get("evaluation", {}))
 
 
+def host_reference_bundle(
+    source: Bundle, readings: list[Path], python: str, out: str | os.PathLike[str], name: str
+) -> Path:
+    """Write bundle ``name`` at ``out``: ``source`` whose composition records the host loop reading typical of the
+    host its timings came from (the median of the readings' windows), for ``hase predict --host-reading``.
+
+    Args:
+        source: a GPU bundle (``out`` may be its own folder: it is read whole first and replaced whole).
+        readings: JSON files of timing windows with the loop read beside them, each a list of objects with
+            ``loop_mean_ms`` (``results/gpu-general/host-speed/time_with_readings.py``), taken on that host.
+        python: the Python major.minor the readings were taken with (the loop's speed depends on it).
+        out: the new bundle's folder.
+        name: its name.
+
+    Returns:
+        The bundle folder; everything but the composition's reference is ``source``'s.
+
+    Raises:
+        HaseError: a CPU bundle, or readings that are missing, unreadable or hold no positive ``loop_mean_ms``.
+    """
+    import statistics
+    from dataclasses import replace
+
+    if source.ep != "cuda":
+        raise HaseError(f"a host reading scales a GPU run's host-bound share; bundle {source.name} is for {source.ep}")
+    if not re.fullmatch(r"\d+\.\d+", python):
+        raise HaseError(f"--python takes a major.minor version such as 3.12, got {python!r}")
+    windows: list[float] = []
+    for path in readings:
+        try:
+            rows = json.loads(Path(path).read_text())
+            windows += [float(row["loop_mean_ms"]) for row in rows]
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise HaseError(f"cannot read host readings from {path}: {exc}") from exc
+    if not windows or min(windows) <= 0:
+        raise HaseError(f"{', '.join(map(str, readings))}: no positive loop_mean_ms to take a reference from")
+    reference = round(statistics.median(windows), 4)
+    composition = replace(source.predictor.composition, host_loop_ms=reference, host_loop_python=python)
+    provenance = {
+        **source.document.get("provenance", {}),
+        "host_reference": {
+            "loop_ms": reference,
+            "python": python,
+            "windows": len(windows),
+            "readings": [str(path) for path in readings],
+            "added": datetime.now(UTC).isoformat(timespec="seconds"),
+        },
+    }
+    predictor = Predictor(source.predictor.regressor, composition)
+    return _write_derived_bundle(source, predictor, out, name, provenance, source.document.get("evaluation", {}))
+
+
 def _write_derived_bundle(
     source: Bundle,
     predictor: Predictor,

@@ -518,6 +518,11 @@ class Composition:
     wait_gpu_share: float = 1.0
     wait_included_families: tuple[str, ...] = ()
     per_kernel_counts_views: bool = True
+    # The host loop reading (hase_dagster.measure.host_speed) typical of the host whose timings the composition was
+    # fitted on, and the Python major.minor it was read with; None where none was recorded (hase predictor
+    # host-reference adds it). ``hase predict --host-reading`` scales predictions by a reading against it.
+    host_loop_ms: float | None = None
+    host_loop_python: str | None = None
 
     @classmethod
     def fit(
@@ -603,6 +608,8 @@ class Composition:
             float(data.get("wait_gpu_share", 1.0)),  # compositions fitted before it: the whole idle sum
             tuple(data.get("wait_included_families", ())),  # compositions fitted before it: none
             bool(data.get("per_kernel_counts_views", True)),  # compositions fitted before it: views counted
+            None if data.get("host_loop_ms") is None else float(data["host_loop_ms"]),
+            None if data.get("host_loop_python") is None else str(data["host_loop_python"]),
         )
 
 

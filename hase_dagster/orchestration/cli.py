@@ -300,6 +300,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     loads = [spec.strip() for spec in args.load.split(",") if spec.strip()]
     for spec in loads:
         parse_load_spec(spec)  # refuse a bad --load before loading anything
+    if args.host_reading is not None and not args.predictor:
+        raise HaseError("--host-reading scales a bundle's prediction by its host reference: give --predictor too")
+    reading_ms = _host_reading_ms(args.host_reading)  # refused before anything loads, taken after
     if args.predictor:
         # A bundle answers without the target EP or a warehouse: kernels by static detection, or by this
         # machine's ORT where it is the bundle's kind of CPU (Bundle.resolve_kernel_source).
@@ -311,6 +314,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
         kernels = bundle.resolve_kernel_source(args.kernels or "auto")
         cache = DataPaths(data_dir()) if kernels == "ort" else None
         predictions = bundle.predict(args.model, args.batch_size, loads, kernel_source=kernels, analysis_cache=cache)
+        if args.host_reading is not None:
+            predictions = _at_host_reading(bundle, predictions, reading_ms)
     else:
         if args.kernels is not None:
             raise HaseError("--kernels picks a bundle's kernel source: give --predictor too (without it, ORT's own)")
@@ -340,6 +345,50 @@ def cmd_predict(args: argparse.Namespace) -> int:
         return 0
     for prediction in predictions:
         _print_prediction(prediction, args.top)
+    return 0
+
+
+def _host_reading_ms(text: str | None) -> float | None:
+    """``--host-reading``'s value in ms: None for ``measure`` (read after the prediction) or when not given."""
+    if text is None or text == "measure":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise HaseError(f"--host-reading takes a loop reading in ms (> 0) or 'measure', got {text!r}")
+    return value
+
+
+def _at_host_reading(bundle: Any, predictions: list[Any], reading_ms: float | None) -> list[Any]:
+    """The bundle's predictions for a host whose loop reads ``reading_ms`` (None: read on this machine now)."""
+    from hase_dagster.learn.host_speed import at_host_reading
+    from hase_dagster.measure.host_speed import host_loop_reading, interpreter
+
+    composition = bundle.predictor.composition
+    if composition.host_loop_ms is None:
+        raise HaseError(
+            f"bundle {bundle.name} records no host reading of its timings' host: add one with "
+            "`hase predictor host-reference` before predicting with --host-reading"
+        )
+    reference_python = composition.host_loop_python or interpreter()
+    python = interpreter() if reading_ms is None else reference_python  # a given number: its interpreter unknown
+    reading = host_loop_reading() if reading_ms is None else reading_ms
+    return [at_host_reading(p, reading, composition.host_loop_ms, reference_python, python) for p in predictions]
+
+
+def cmd_predictor_host_reference(args: argparse.Namespace) -> int:
+    from hase_dagster.core.config import data_dir
+    from hase_dagster.core.paths import DataPaths
+    from hase_dagster.learn.bundles import host_reference_bundle, load_bundle
+
+    source = load_bundle(args.source, data_dir())
+    name = args.name or source.name
+    out = args.out or DataPaths(data_dir()).bundles / name
+    folder = host_reference_bundle(source, args.readings, args.python, out, name)
+    reference = load_bundle(folder).predictor.composition.host_loop_ms
+    print(f"bundle {name} written to {folder}: bundle {source.name} with a host loop reference of {reference} ms")
     return 0
 
 
@@ -964,6 +1013,13 @@ def build_parser() -> argparse.ArgumentParser:
         "the bundle's EP (right where this machine is the bundle's kind of device); auto (default): ORT's for a CPU "
         "bundle whose NCHWc block this machine's ORT shares, else static",
     )
+    predict.add_argument(
+        "--host-reading",
+        default=None,
+        help="with --predictor on a GPU bundle: the host core's loop reading in ms (hase_dagster.measure.host_speed), "
+        "or 'measure' to read it on this machine now; scales the run's host-bound share against the bundle's "
+        "host reference (batch 1-4 move 1.5x with the host's state on the measured GPU hosts)",
+    )
     predict.add_argument("--top", type=_non_negative_int, default=10, help="kernels to list in the breakdown (0: none)")
     predict.add_argument("--json", action="store_true")
     predict.set_defaults(handler=cmd_predict)
@@ -1032,6 +1088,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     floor.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)")
     floor.set_defaults(handler=cmd_predictor_floor)
+    host_reference = predictor_commands.add_parser(
+        "host-reference",
+        help="write a bundle that records the host loop reading typical of its timings' host (for --host-reading)",
+    )
+    host_reference.add_argument("source", help="the GPU bundle (name or folder), e.g. h200")
+    host_reference.add_argument("name", nargs="?", default=None, help="the new bundle's name (default: the source's)")
+    host_reference.add_argument(
+        "--readings",
+        type=Path,
+        nargs="+",
+        required=True,
+        help="timing windows with the loop read beside them on that host (results/gpu-general/host-speed)",
+    )
+    host_reference.add_argument("--python", required=True, help="the Python major.minor the readings were taken with")
+    host_reference.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's)")
+    host_reference.set_defaults(handler=cmd_predictor_host_reference)
     factors = predictor_commands.add_parser(
         "graph-factors",
         help="fit in-graph factors per kernel category from CUPTI's GPU kernel time of whole networks",

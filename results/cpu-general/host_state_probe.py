@@ -33,6 +33,7 @@ import psutil
 from onnx import TensorProto, helper
 
 from hase_dagster.core.config import OrtOptions
+from hase_dagster.measure.host_speed import loop_ms  # the pure-Python loop (the core's speed)
 from hase_dagster.measure.runner import ModelRunner
 
 
@@ -61,15 +62,6 @@ def write_chain_model(path: Path, kernels: int) -> Path:
     )  # fmt: skip
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
     return path
-
-
-def loop_ms(iterations: int = 20000) -> float:
-    """The time of a fixed pure-Python loop, in ms: follows the core's clock and nothing on the GPU."""
-    t0 = time.perf_counter_ns()
-    total = 0
-    for i in range(iterations):
-        total += i
-    return (time.perf_counter_ns() - t0) / 1e6
 
 
 def main() -> int:

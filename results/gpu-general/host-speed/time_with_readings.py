@@ -15,17 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "cpu-general"))
-from host_state_probe import loop_ms  # noqa: E402  (the study that found the states: the same reading)
-
-from hase_dagster.core.config import OrtOptions  # noqa: E402
-from hase_dagster.measure.runner import ModelRunner  # noqa: E402
+from hase_dagster.core.config import OrtOptions
+from hase_dagster.measure.host_speed import loop_ms
+from hase_dagster.measure.runner import ModelRunner
 
 
 def timed_window(runner: ModelRunner, seconds: float) -> dict[str, float]:

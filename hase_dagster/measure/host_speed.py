@@ -1,0 +1,45 @@
+"""The host core's speed as a timing thread sees it: a fixed pure-Python loop (issue 11, batch 1 and 4).
+
+On the GPU hosts Hase was measured on, a host-bound run (batch 1-4) takes one of two speeds that switch within
+seconds, and this loop runs 1.6-1.7x slower exactly while the run does (results/gpu-general/README.md, "What the
+slow host state is"); on an H200 host its reading beside a timing followed the timing's moves between passes with
+correlation 0.82-0.94 (results/gpu-general/host-speed). ``hase predict --host-reading`` scales a prediction's
+host-bound share by it (:mod:`hase_dagster.learn.host_speed`).
+
+The reading depends on the interpreter (CPython's loop speed differs between versions): compare readings taken by
+the same Python major.minor, which :func:`interpreter` names.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+
+LOOP_ITERATIONS = 20_000
+
+
+def loop_ms(iterations: int = LOOP_ITERATIONS) -> float:
+    """The time of a fixed pure-Python loop, in ms: it follows the core's clock and nothing on the GPU."""
+    started = time.perf_counter_ns()
+    total = 0
+    for i in range(iterations):
+        total += i
+    return (time.perf_counter_ns() - started) / 1e6
+
+
+def host_loop_reading(seconds: float = 0.5) -> float:
+    """The mean :func:`loop_ms` over ``seconds`` of back-to-back readings on this thread (at least 5).
+
+    A state lasts 0.1-15 s, so a window of readings gives the mixture a timing of the same length would meet.
+    """
+    readings: list[float] = []
+    end = time.perf_counter() + seconds
+    while len(readings) < 5 or time.perf_counter() < end:
+        readings.append(loop_ms())
+    return statistics.fmean(readings)
+
+
+def interpreter() -> str:
+    """The Python major.minor the readings were taken with (``3.12``)."""
+    return ".".join(platform.python_version_tuple()[:2])

@@ -1,0 +1,92 @@
+"""The host core's loop reading and the predictions it scales (``hase predict --host-reading``, issue 11)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from hase_dagster.core.errors import HaseError
+from hase_dagster.learn.bundles import load_bundle
+from hase_dagster.learn.host_speed import HOST_SHARE_GAIN, at_host_reading, host_bound_share, host_speed_factor
+from hase_dagster.learn.predict import ModelPrediction
+from hase_dagster.measure.host_speed import host_loop_reading, interpreter, loop_ms
+from hase_dagster.orchestration.cli import main
+
+
+def _prediction(busy: float | None, ms: float = 2.0) -> ModelPrediction:
+    return ModelPrediction("m.onnx", "cuda", 1, {}, "idle", ms, 1.5 * ms, ms, ms, {}, gpu_busy_share=busy)
+
+
+def test_the_loop_reading_grows_with_the_work_it_times() -> None:
+    # the fastest of five readings each: a preemption of one reading cannot invert twenty times the work
+    short = min(loop_ms(2_000) for _ in range(5))
+    long = min(loop_ms(40_000) for _ in range(5))
+    assert 0 < short < long
+    assert host_loop_reading(0.05) > 0
+    assert interpreter().count(".") == 1
+
+
+def test_the_factor_moves_only_the_host_bound_share() -> None:
+    assert host_speed_factor(0.5, 0.665, 0.665) == pytest.approx(1.0)  # the reference state: unchanged
+    assert host_speed_factor(1.0, 1.33, 0.665) == pytest.approx(1.0)  # all on the GPU: the host's speed is moot
+    # a share of 1 - 0.9 = 0.1 of host time, counted HOST_SHARE_GAIN times: 0.3 of the run moves with the core
+    assert host_bound_share(0.9) == pytest.approx(0.1 * HOST_SHARE_GAIN)
+    assert host_speed_factor(0.9, 1.33, 0.665) == pytest.approx(1 + 0.1 * HOST_SHARE_GAIN)
+    assert host_speed_factor(0.2, 1.33, 0.665) == pytest.approx(2.0)  # host-bound: capped at the whole run
+    assert host_speed_factor(0.2, 0.3325, 0.665) == pytest.approx(0.5)  # a faster host: faster runs
+
+
+def test_a_prediction_at_a_host_reading_scales_its_mean_and_p90_and_says_so() -> None:
+    scaled = at_host_reading(_prediction(0.2), 1.33, 0.665, "3.12", "3.12")
+    assert scaled.predicted_ms == pytest.approx(4.0) and scaled.p90_ms == pytest.approx(6.0)
+    assert scaled.coverage["host_reading"]["factor"] == pytest.approx(2.0)
+    assert not scaled.warnings
+    other = at_host_reading(_prediction(0.2), 1.33, 0.665, "3.12", "3.11")
+    assert any("Python 3.11" in w for w in other.warnings)
+    with pytest.raises(HaseError, match="kernels run on the host"):
+        at_host_reading(replace(_prediction(None), ep="cpu"), 1.0, 0.665, "3.12", "3.12")
+    with pytest.raises(HaseError, match="positive"):
+        at_host_reading(_prediction(0.5), 0.0, 0.665, "3.12", "3.12")
+
+
+def test_host_reference_and_host_reading_through_the_cli(
+    resnet18_onnx: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The shipped h200 bundle with a reference taken from readings, then predictions at readings around it: the
+    reference state leaves a prediction as it was, a slower host makes it slower by the factor it reports."""
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    readings = tmp_path / "readings.json"
+    readings.write_text(json.dumps([{"loop_mean_ms": ms} for ms in (0.6, 0.7, 0.8)]))
+    out = tmp_path / "h200r"
+    argv = ["predictor", "host-reference", "h200", "h200r", "--readings", str(readings), "--python", "3.12"]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert "host loop reference of 0.7 ms" in capsys.readouterr().out
+    assert load_bundle(out).predictor.composition.host_loop_ms == pytest.approx(0.7)
+
+    def answer(*extra: str) -> dict:
+        args = ["predict", str(resnet18_onnx), "--predictor", str(out), "--batch-size", "1", "--load", "idle", "--json"]
+        assert main([*args, "--top", "0", *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    plain, same, slower = answer(), answer("--host-reading", "0.7"), answer("--host-reading", "1.05")
+    assert same["predicted_ms"] == pytest.approx(plain["predicted_ms"])
+    factor = slower["coverage"]["host_reading"]["factor"]
+    assert factor > 1.0 and slower["predicted_ms"] == pytest.approx(plain["predicted_ms"] * factor, rel=1e-3)
+    measured = answer("--host-reading", "measure")["coverage"]["host_reading"]
+    assert measured["reading_ms"] > 0
+
+    idle_b1 = ["--load", "idle", "--batch-size", "1"]
+    broken = tmp_path / "broken.json"
+    broken.write_text("[{")
+    for args, message in (
+        (["predictor", "host-reference", "h200", "x", "--readings", str(broken), "--python", "3.12"], "cannot read"),
+        (["predictor", "host-reference", "h200", "x", "--readings", str(readings), "--python", "3"], "major.minor"),
+        (["predict", str(resnet18_onnx), "--predictor", "h100", *idle_b1, "--host-reading", "1"], "no host"),
+        (["predict", str(resnet18_onnx), "--predictor", str(out), *idle_b1, "--host-reading", "x"], "in ms"),
+    ):
+        assert main(args) == 2, args
+        err = capsys.readouterr().err
+        assert err.startswith("hase: error: ") and message in err and err.count("\n") == 1, err
