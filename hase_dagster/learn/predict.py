@@ -867,7 +867,8 @@ def predict_model_under(
             out[-1].warnings.append(
                 f"host-bound: its kernels keep the GPU busy {busy:.0%} of an idle run, the rest is host dispatch; "
                 "such runs' measured times move with the host CPU core's speed (on H100 hosts, between two values "
-                "about 1.5x apart within seconds) and between machines"
+                "about 1.5x apart within seconds) and between machines; with a bundle that has a host reference, "
+                "--host-reading predicts it for the core's speed now"
             )
         out[-1].predicted_peak_memory_mb, out[-1].peak_memory = memory.total_mb, memory.to_dict()
     return out
