@@ -565,6 +565,13 @@ def cmd_predictor_graph_factors(args: argparse.Namespace) -> int:
     return 0
 
 
+def _derived_bundle_arguments(parser: argparse.ArgumentParser, source_help: str) -> None:
+    """A command that writes a bundle derived from another: the source, the new name (default: the source's), --out."""
+    parser.add_argument("source", help=source_help)
+    parser.add_argument("name", nargs="?", default=None, help="the new bundle's name (default: the source's)")
+    parser.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)")
+
+
 def _device_profile_argument(parser: argparse.ArgumentParser, whose: str) -> None:
     parser.add_argument(
         "--device-profile",
@@ -1081,19 +1088,16 @@ def build_parser() -> argparse.ArgumentParser:
         "floor",
         help="write a bundle whose kernels are never predicted under their FLOPs at the device's measured peak",
     )
-    floor.add_argument("source", help="the bundle (name or folder), e.g. h100")
-    floor.add_argument("name", nargs="?", default=None, help="the new bundle's name (default: the source's)")
+    _derived_bundle_arguments(floor, "the bundle (name or folder), e.g. h100")
     floor.add_argument(
         "--device-profile", type=Path, required=True, help="the predicted device's profile (hase device-profile)"
     )
-    floor.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)")
     floor.set_defaults(handler=cmd_predictor_floor)
     host_reference = predictor_commands.add_parser(
         "host-reference",
         help="write a bundle that records the host loop reading typical of its timings' host (for --host-reading)",
     )
-    host_reference.add_argument("source", help="the GPU bundle (name or folder), e.g. h200")
-    host_reference.add_argument("name", nargs="?", default=None, help="the new bundle's name (default: the source's)")
+    _derived_bundle_arguments(host_reference, "the GPU bundle (name or folder), e.g. h200")
     host_reference.add_argument(
         "--readings",
         type=Path,
@@ -1102,7 +1106,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="timing windows with the loop read beside them on that host (results/gpu-general/host-speed)",
     )
     host_reference.add_argument("--python", required=True, help="the Python major.minor the readings were taken with")
-    host_reference.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's)")
     host_reference.set_defaults(handler=cmd_predictor_host_reference)
     factors = predictor_commands.add_parser(
         "graph-factors",
