@@ -90,3 +90,34 @@ def test_host_reference_and_host_reading_through_the_cli(
         assert main(args) == 2, args
         err = capsys.readouterr().err
         assert err.startswith("hase: error: ") and message in err and err.count("\n") == 1, err
+
+
+def test_a_prometheus_host_reading_that_cannot_be_read_is_refused_in_one_line(
+    resnet18_onnx: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--host-reading prometheus` reads the exporter's gauge through the configured Prometheus (a real exporter and
+    Prometheus: tests/test_prometheus.py); a config pointing at a closed port gets the one-line error."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "hase.yaml"
+    config.write_text(
+        (Path(__file__).resolve().parents[1] / "hase.yaml")
+        .read_text()
+        .replace("http://127.0.0.1:9090", f"http://127.0.0.1:{port}")
+    )
+    monkeypatch.setenv("HASE_CONFIG", str(config))
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    readings = tmp_path / "readings.json"
+    readings.write_text(json.dumps([{"loop_mean_ms": 0.7}]))
+    out = tmp_path / "h200r"
+    argv = ["predictor", "host-reference", "h200", "--readings", str(readings), "--python", "3.12", "--out", str(out)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    args = ["predict", str(resnet18_onnx), "--predictor", str(out), "--batch-size", "1", "--load", "idle"]
+    assert main([*args, "--host-reading", "prometheus"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"hase: error: Prometheus at http://127.0.0.1:{port} does not answer"), err
+    assert err.count("\n") == 1

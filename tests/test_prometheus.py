@@ -24,6 +24,8 @@ from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from hase_dagster.core.errors import MissingMetricsError, PrometheusUnavailableError
 from hase_dagster.measure.exporter import serve_metrics
+from hase_dagster.measure.host_speed import host_reading_from_prometheus
+from hase_dagster.measure.prometheus import PrometheusClient
 from resources.hase import HaseResource
 from resources.prometheus import PrometheusResource
 from sensors.load import bucket_with_hysteresis, build_load_sensor, load_bucket, prometheus_load_sensor
@@ -447,6 +449,11 @@ def test_real_exporter_is_scraped_by_prometheus(prometheus_binary: Path, tmp_pat
             assert series["metric"]["device"] == "cpu"
             assert series["metric"]["instance"] == f"127.0.0.1:{port}"
             assert not resource.query('{__name__=~"DCGM_.*"}')  # never invented on a CPU
+            # the host core's loop reading beside the telemetry, averaged as hase predict --host-reading reads it
+            reading = wait_for(
+                "the exporter's host loop reading", lambda: host_reading_from_prometheus(PrometheusClient(server.url))
+            )
+            assert 0.0 < reading < 1000.0
         finally:
             server.stop()
     finally:

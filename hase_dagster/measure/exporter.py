@@ -2,7 +2,8 @@
 
 Every metric is a gauge named exactly like its telemetry field (``DCGM_FI_DEV_GPU_UTIL``,
 ``HOST_CPU_UTIL``, ...) with a ``device`` label (``cuda:0`` or ``cpu``). Only the fields this
-machine can really provide are exported: a GPU field is never invented on a CPU-only host.
+machine can really provide are exported: a GPU field is never invented on a CPU-only host. Beside
+them, ``HASE_HOST_LOOP_MS``: the host core's loop reading (``measure.host_speed``).
 
     python -m hase_dagster.measure.exporter [--device cpu|cuda] [--port 9400] [--fields F1,F2]
 """
@@ -11,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import signal
+import statistics
 import sys
 import threading
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from hase_dagster.measure import telemetry
+from hase_dagster.measure.host_speed import HOST_LOOP_METRIC, loop_ms
 
 DEVICE_LABELS = {"cuda": "cuda:0", "cpu": "cpu"}
 
@@ -55,6 +58,9 @@ def serve_metrics(
             name: Gauge(name, f"Hase telemetry field {name}", ["device"], registry=registry).labels(device=label)
             for name in source.names
         }
+        # The host core's speed (measure.host_speed), for hase predict --host-reading prometheus: 5 loops, ~3.5 ms.
+        host_loop = Gauge(HOST_LOOP_METRIC, "Hase host loop reading, ms", ["device"], registry=registry)
+        host_loop_gauge = host_loop.labels(device=label)
         if stop is None:
             stop = threading.Event()
         try:
@@ -67,6 +73,7 @@ def serve_metrics(
                 try:
                     for name, value in source.read().items():
                         gauges[name].set(value)
+                    host_loop_gauge.set(statistics.fmean(loop_ms() for _ in range(5)))
                 except Exception as exc:  # one lost sample, never a dead exporter
                     _log(f"read failed: {type(exc).__name__}: {exc}")
                 if stop.wait(interval_s):

@@ -16,7 +16,14 @@ import platform
 import statistics
 import time
 
+from hase_dagster.core.errors import MissingMetricsError
+from hase_dagster.measure.prometheus import PrometheusClient
+
 LOOP_ITERATIONS = 20_000
+# The gauge ``hase exporter`` serves the reading under (a few loops every interval), and the window
+# ``hase predict --host-reading prometheus`` averages it over: a state lasts 0.1-15 s.
+HOST_LOOP_METRIC = "HASE_HOST_LOOP_MS"
+PROMETHEUS_WINDOW = "30s"
 
 
 def loop_ms(iterations: int = LOOP_ITERATIONS) -> float:
@@ -43,3 +50,21 @@ def host_loop_reading(seconds: float = 0.5) -> float:
 def interpreter() -> str:
     """The Python major.minor the readings were taken with (``3.12``)."""
     return ".".join(platform.python_version_tuple()[:2])
+
+
+def host_reading_from_prometheus(client: PrometheusClient) -> float:
+    """The exporter's loop reading averaged over :data:`PROMETHEUS_WINDOW` (the mean over series: several exporters
+    of one host read the same cores).
+
+    Raises:
+        PrometheusUnavailableError: Prometheus does not answer or rejects the query.
+        MissingMetricsError: no exporter's reading is scraped.
+    """
+    series = client.query(f"avg_over_time({HOST_LOOP_METRIC}[{PROMETHEUS_WINDOW}])")
+    values = [float(s["value"][1]) for s in series if float(s["value"][1]) > 0]
+    if not values:
+        raise MissingMetricsError(
+            f"Prometheus at {client.url} has no series for {HOST_LOOP_METRIC} over the last {PROMETHEUS_WINDOW}: "
+            "is `hase exporter` running on the host and scraped?"
+        )
+    return statistics.fmean(values)

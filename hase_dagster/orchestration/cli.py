@@ -315,7 +315,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
         cache = DataPaths(data_dir()) if kernels == "ort" else None
         predictions = bundle.predict(args.model, args.batch_size, loads, kernel_source=kernels, analysis_cache=cache)
         if args.host_reading is not None:
-            predictions = _at_host_reading(bundle, predictions, reading_ms)
+            predictions = _at_host_reading(bundle, predictions, reading_ms, args.host_reading)
     else:
         if args.kernels is not None:
             raise HaseError("--kernels picks a bundle's kernel source: give --predictor too (without it, ORT's own)")
@@ -349,22 +349,24 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _host_reading_ms(text: str | None) -> float | None:
-    """``--host-reading``'s value in ms: None for ``measure`` (read after the prediction) or when not given."""
-    if text is None or text == "measure":
+    """``--host-reading``'s value in ms: None for ``measure`` and ``prometheus`` (read after the prediction) or when
+    not given."""
+    if text is None or text in ("measure", "prometheus"):
         return None
     try:
         value = float(text)
     except ValueError:
         value = float("nan")
     if not value > 0 or value == float("inf"):
-        raise HaseError(f"--host-reading takes a loop reading in ms (> 0) or 'measure', got {text!r}")
+        raise HaseError(f"--host-reading takes a loop reading in ms (> 0), 'measure' or 'prometheus', got {text!r}")
     return value
 
 
-def _at_host_reading(bundle: Any, predictions: list[Any], reading_ms: float | None) -> list[Any]:
-    """The bundle's predictions for a host whose loop reads ``reading_ms`` (None: read on this machine now)."""
+def _at_host_reading(bundle: Any, predictions: list[Any], reading_ms: float | None, source: str) -> list[Any]:
+    """The bundle's predictions for a host whose loop reads ``reading_ms``, or, when None, the reading ``source``
+    gives: ``measure`` (this machine now) or ``prometheus`` (the exporter's on the host, averaged)."""
     from hase_dagster.learn.host_speed import at_host_reading
-    from hase_dagster.measure.host_speed import host_loop_reading, interpreter
+    from hase_dagster.measure.host_speed import host_loop_reading, host_reading_from_prometheus, interpreter
 
     composition = bundle.predictor.composition
     if composition.host_loop_ms is None:
@@ -374,7 +376,16 @@ def _at_host_reading(bundle: Any, predictions: list[Any], reading_ms: float | No
         )
     reference_python = composition.host_loop_python or interpreter()
     python = interpreter() if reading_ms is None else reference_python  # a given number: its interpreter unknown
-    reading = host_loop_reading() if reading_ms is None else reading_ms
+    if reading_ms is not None:
+        reading = reading_ms
+    elif source == "prometheus":
+        from hase_dagster.core.config import load_config
+        from hase_dagster.measure.prometheus import PrometheusClient
+
+        # the exporter's interpreter is this Hase's: the same Python as this process in one environment
+        reading = host_reading_from_prometheus(PrometheusClient(load_config().prometheus_url))
+    else:
+        reading = host_loop_reading()
     return [at_host_reading(p, reading, composition.host_loop_ms, reference_python, python) for p in predictions]
 
 
@@ -1024,7 +1035,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--host-reading",
         default=None,
         help="with --predictor on a GPU bundle: the host core's loop reading in ms (hase_dagster.measure.host_speed), "
-        "or 'measure' to read it on this machine now; scales the run's host-bound share against the bundle's "
+        "'measure' to read it on this machine now, or 'prometheus' for the host's `hase exporter` reading over the "
+        "last 30 s; scales the run's host-bound share against the bundle's "
         "host reference (batch 1-4 move 1.5x with the host's state on the measured GPU hosts)",
     )
     predict.add_argument("--top", type=_non_negative_int, default=10, help="kernels to list in the breakdown (0: none)")
