@@ -777,11 +777,18 @@ def host_reference_bundle(
     for path in readings:
         try:
             rows = json.loads(Path(path).read_text())
-            windows += [float(row["loop_mean_ms"]) for row in rows]
-        except (OSError, ValueError, TypeError, KeyError) as exc:
+        except (OSError, ValueError) as exc:
             raise HaseError(f"cannot read host readings from {path}: {exc}") from exc
-    if not windows or min(windows) <= 0:
-        raise HaseError(f"{', '.join(map(str, readings))}: no positive loop_mean_ms to take a reference from")
+        if not isinstance(rows, list) or not all(isinstance(r, dict) and "loop_mean_ms" in r for r in rows):
+            raise HaseError(f"{path} is not a list of timing windows with loop_mean_ms (time_with_readings.py's)")
+        try:
+            windows += [float(row["loop_mean_ms"]) for row in rows]
+        except (TypeError, ValueError) as exc:
+            raise HaseError(f"{path}: a loop_mean_ms is not a number: {exc}") from exc
+    if not windows or not all(0 < ms < math.inf for ms in windows):  # NaN fails too
+        raise HaseError(
+            f"{', '.join(map(str, readings))}: every loop_mean_ms must be a positive number of ms to take a reference"
+        )
     reference = round(statistics.median(windows), 4)
     composition = replace(source.predictor.composition, host_loop_ms=reference, host_loop_python=python)
     provenance = {
