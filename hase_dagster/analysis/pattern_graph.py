@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -303,12 +304,13 @@ def _taken_branch(node: onnx.NodeProto, values: dict[str, np.ndarray]) -> onnx.G
     return helper.get_attribute_value(next(a for a in node.attribute if a.name == wanted))
 
 
-def _visit_taken_branch(node: onnx.NodeProto, values: dict[str, np.ndarray], visit: Any) -> bool:
+def _visit_taken_branch(
+    node: onnx.NodeProto, values: dict[str, np.ndarray], visit: Callable[[int, onnx.NodeProto, bool], None]
+) -> bool:
     """Fold and infer the nodes of the branch an ``If`` with a known condition takes, in the outer graph's scope
     (exports build shape-dependent constants this way: timm's Hiera tiles its window position embedding under
-    ``If(Size(...) < k)``, which ORT folds before anything runs); False when the condition is unknown. Branch nodes are
-    neither memoised nor kept in the evaluator cache: their evaluations depend on outer values that their inputs
-    do not name."""
+    ``If(Size(...) < k)``, which ORT folds before anything runs); False when the condition is unknown. Branch nodes
+    have no index in the graph, by which the memo and the evaluator cache are keyed, so neither keeps them."""
     if node.input[0] not in values:
         return False
     for inner in _taken_branch(node, values).node:
