@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import json
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -249,8 +248,15 @@ def _fold_and_infer(
     out = dict(tensors)
 
     def visit(index: int, node: onnx.NodeProto, cache: bool) -> None:
-        if node.op_type == "If" and _visit_taken_branch(node, values, visit):
-            for name, inner in zip(node.output, _taken_branch(node, values).output):
+        if node.op_type == "If" and node.input[0] in values:
+            # Exports build shape-dependent constants this way (timm's Hiera tiles its window position embedding
+            # under If(Size(...) < k), which ORT folds before anything runs): the taken branch's nodes are folded
+            # and inferred in this scope. They have no index in the graph, by which the memo and the evaluator
+            # cache are keyed, so neither keeps them.
+            branch = _taken_branch(node, values)
+            for inner_node in branch.node:
+                visit(-1, inner_node, False)
+            for name, inner in zip(node.output, branch.output):
                 if name and inner.name in types:
                     types[name] = types[inner.name]
                     out[name] = TensorInfo(name, out[inner.name].dtype, out[inner.name].shape)
@@ -302,20 +308,6 @@ def _taken_branch(node: onnx.NodeProto, values: dict[str, np.ndarray]) -> onnx.G
     condition = bool(np.asarray(values[node.input[0]]).reshape(-1)[0])
     wanted = "then_branch" if condition else "else_branch"
     return helper.get_attribute_value(next(a for a in node.attribute if a.name == wanted))
-
-
-def _visit_taken_branch(
-    node: onnx.NodeProto, values: dict[str, np.ndarray], visit: Callable[[int, onnx.NodeProto, bool], None]
-) -> bool:
-    """Fold and infer the nodes of the branch an ``If`` with a known condition takes, in the outer graph's scope
-    (exports build shape-dependent constants this way: timm's Hiera tiles its window position embedding under
-    ``If(Size(...) < k)``, which ORT folds before anything runs); False when the condition is unknown. Branch nodes
-    have no index in the graph, by which the memo and the evaluator cache are keyed, so neither keeps them."""
-    if node.input[0] not in values:
-        return False
-    for inner in _taken_branch(node, values).node:
-        visit(-1, inner, False)
-    return True
 
 
 @dataclass

@@ -262,15 +262,6 @@ class Bundle:
             structure = self.structure_of(model)
             detection = model.detect(structure, batch_size, self.rules)
             kernels = detection.kernels
-            unresolved = [k for k in kernels if any(d < 0 for t in (*k.inputs, *k.outputs) for d in t.shape)]
-            if unresolved:  # their bytes and FLOPs would be products of -1s: refuse rather than guess
-                first = unresolved[0]
-                raise HaseError(
-                    f"static detection could not infer the shapes of {len(unresolved)} of {len(kernels)} kernels of "
-                    f"{path.name} at batch {batch_size} (first: {first.op_type} {first.node_name}): they depend on "
-                    "values computed at run time; export the model with static shapes (onnxsim, or the exporter's "
-                    "constant folding) to predict it"
-                )
             if self.nchwc_block is not None:  # a CPU bundle's kernels in its device's NCHWc layout
                 nodes = {node.name: (list(node.input), list(node.output)) for node in structure.nodes}
                 kernels = nchwc_layout(kernels, self.nchwc_block, nodes, structure.graph_outputs)
@@ -748,7 +739,7 @@ def floor_bundle(source: Bundle, peaks: ComputePeaks, out: str | os.PathLike[str
 
 def host_reference_bundle(
     source: Bundle, readings: list[Path], python: str, out: str | os.PathLike[str], name: str
-) -> Path:
+) -> tuple[Path, float]:
     """Write bundle ``name`` at ``out``: ``source`` whose composition records the host loop reading typical of the
     host its timings came from (the median of the readings' windows), for ``hase predict --host-reading``.
 
@@ -761,7 +752,7 @@ def host_reference_bundle(
         name: its name.
 
     Returns:
-        The bundle folder; everything but the composition's reference is ``source``'s.
+        The bundle folder (everything but the composition's reference is ``source``'s) and the reference in ms.
 
     Raises:
         HaseError: a CPU bundle, or readings that are missing, unreadable or hold no positive ``loop_mean_ms``.
@@ -802,7 +793,8 @@ def host_reference_bundle(
         },
     }
     predictor = Predictor(source.predictor.regressor, composition)
-    return _write_derived_bundle(source, predictor, out, name, provenance, source.document.get("evaluation", {}))
+    evaluation = source.document.get("evaluation", {})
+    return _write_derived_bundle(source, predictor, out, name, provenance, evaluation), reference
 
 
 def _write_derived_bundle(

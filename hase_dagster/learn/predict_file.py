@@ -119,12 +119,24 @@ class BatchedModel:
     def detect(self, structure: GraphStructure, batch_size: int, rules: FusionRules) -> StaticDetection:
         """The kernels ``rules`` derive for this model at ``batch_size`` (``structure``: its
         :class:`GraphStructure`): a fixed-batch model as it is, another batch refused (see :meth:`at`),
-        a dynamic one with its batch set."""
+        a dynamic one with its batch set; refused when a kernel's shapes stay unknown (a bundle's prediction and a
+        timing set's composition fit both compute features from them)."""
         from hase_dagster.analysis.static_detect import detect_at
 
         if self.fixed_batch is not None:
             self.at(batch_size)  # refuses another batch size (a fixed-batch model is not changed)
-        return detect_at(structure, batch_size if self.fixed_batch is None else None, rules, Path(self.name).stem)
+        detection = detect_at(structure, batch_size if self.fixed_batch is None else None, rules, Path(self.name).stem)
+        kernels = detection.kernels
+        unresolved = [k for k in kernels if any(d < 0 for t in (*k.inputs, *k.outputs) for d in t.shape)]
+        if unresolved:  # their bytes and FLOPs would be products of -1s: refuse rather than guess
+            first = unresolved[0]
+            raise HaseError(
+                f"static detection could not infer the shapes of {len(unresolved)} of {len(kernels)} kernels of "
+                f"{self.name} at batch {batch_size} (first: {first.op_type} {first.node_name}): they depend on "
+                "values computed at run time; export the model with static shapes (onnxsim, or the exporter's "
+                "constant folding) to predict it"
+            )
+        return detection
 
     def at(self, batch_size: int) -> onnx.ModelProto:
         """The model with its symbolic batch dimensions set to ``batch_size`` (the same object, changed

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import argparse
 import signal
-import statistics
 import sys
 import threading
 
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from hase_dagster.measure import telemetry
-from hase_dagster.measure.host_speed import HOST_LOOP_METRIC, loop_ms
+from hase_dagster.measure.host_speed import HOST_LOOP_METRIC, host_loop_reading
 
 DEVICE_LABELS = {"cuda": "cuda:0", "cpu": "cpu"}
 
@@ -73,7 +72,7 @@ def serve_metrics(
                 try:
                     for name, value in source.read().items():
                         gauges[name].set(value)
-                    host_loop_gauge.set(statistics.fmean(loop_ms() for _ in range(5)))
+                    host_loop_gauge.set(host_loop_reading(seconds=0.0))
                 except Exception as exc:  # one lost sample, never a dead exporter
                     _log(f"read failed: {type(exc).__name__}: {exc}")
                 if stop.wait(interval_s):

@@ -15,9 +15,12 @@ from __future__ import annotations
 import platform
 import statistics
 import time
+from typing import TYPE_CHECKING
 
 from hase_dagster.core.errors import MissingMetricsError
-from hase_dagster.measure.prometheus import PrometheusClient
+
+if TYPE_CHECKING:
+    from hase_dagster.measure.prometheus import PrometheusClient
 
 LOOP_ITERATIONS = 20_000
 # The gauge ``hase exporter`` serves the reading under (a few loops every interval), and the window
@@ -61,7 +64,7 @@ def host_reading_from_prometheus(client: PrometheusClient) -> float:
         MissingMetricsError: no exporter's reading is scraped.
     """
     series = client.query(f"avg_over_time({HOST_LOOP_METRIC}[{PROMETHEUS_WINDOW}])")
-    values = [float(s["value"][1]) for s in series if float(s["value"][1]) > 0]
+    values = [v for v in (float(s["value"][1]) for s in series) if v > 0]
     if not values:
         raise MissingMetricsError(
             f"Prometheus at {client.url} has no series for {HOST_LOOP_METRIC} over the last {PROMETHEUS_WINDOW}: "

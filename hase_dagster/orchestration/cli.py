@@ -356,8 +356,8 @@ def _host_reading_ms(text: str | None) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
+        value = math.nan
+    if not 0 < value < math.inf:  # NaN fails too
         raise HaseError(f"--host-reading takes a loop reading in ms (> 0), 'measure' or 'prometheus', got {text!r}")
     return value
 
@@ -397,8 +397,7 @@ def cmd_predictor_host_reference(args: argparse.Namespace) -> int:
     source = load_bundle(args.source, data_dir())
     name = args.name or source.name
     out = args.out or DataPaths(data_dir()).bundles / name
-    folder = host_reference_bundle(source, args.readings, args.python, out, name)
-    reference = load_bundle(folder).predictor.composition.host_loop_ms
+    folder, reference = host_reference_bundle(source, args.readings, args.python, out, name)
     print(f"bundle {name} written to {folder}: bundle {source.name} with a host loop reference of {reference} ms")
     return 0
 

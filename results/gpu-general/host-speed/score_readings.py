@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hase_dagster.learn.host_speed import HOST_SHARE_GAIN
+from hase_dagster.learn.host_speed import HOST_SHARE_GAIN, host_bound_share
 
 
 def idle_predictions(folder: Path) -> dict[str, dict]:
@@ -35,7 +35,7 @@ def errors(windows: list[dict], predicted: dict[str, dict], reference: float, ga
     out = []
     for window in windows:
         row = predicted[window["model"]]
-        share = min(1.0, max(0.0, gain * (1.0 - row["gpu_busy_share"])))
+        share = host_bound_share(row["gpu_busy_share"], gain)
         factor = 1.0 + share * (window["loop_mean_ms"] / reference - 1.0)
         out.append((row["predicted_ms"] * factor - window["mean_ms"]) / window["mean_ms"] * 100)
     return np.array(out)
