@@ -47,6 +47,9 @@ def test_benchmarks_fill_and_replace_their_partition(resources: dict, analysed: 
     assert (rows["mean_ms"] > 0).all() and (rows["start_ns"] < rows["end_ns"]).all()
     # Host metrics are measured; GPU metrics are absent on a CPU, not zero.
     assert rows["bg_HOST_CPU_UTIL"].notna().all() and rows["win_DCGM_FI_DEV_GPU_UTIL"].isna().all()
+    # Every timing carries the host core's speed read beside it, kernels and whole models alike.
+    models = store.query("SELECT host_loop_ms FROM model_benchmarks")
+    assert (rows["host_loop_ms"] > 0).all() and (models["host_loop_ms"] > 0).all()
     assert _measure(resources, analysed).success
     assert store.count("kernel_benchmarks") == kernels and store.count("model_benchmarks") == 2
 

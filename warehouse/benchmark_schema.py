@@ -55,4 +55,10 @@ CREATE TABLE IF NOT EXISTS reference_kernel_rows AS
     SELECT *, NULL::VARCHAR AS architecture, NULL::VARCHAR AS sample_architectures,
            NULL::VARCHAR AS model_precisions, NULL::VARCHAR AS absorbed_ops_json, NULL::DOUBLE AS speed_ratio
     FROM kernel_benchmarks LIMIT 0;
+
+-- Issue 11: the host core's speed over the timed window (Timing.host_loop_ms, a pure-Python loop's ms);
+-- NULL in rows timed before it was read.
+ALTER TABLE kernel_benchmarks ADD COLUMN IF NOT EXISTS host_loop_ms DOUBLE;
+ALTER TABLE model_benchmarks ADD COLUMN IF NOT EXISTS host_loop_ms DOUBLE;
+ALTER TABLE reference_kernel_rows ADD COLUMN IF NOT EXISTS host_loop_ms DOUBLE;
 """

@@ -5,7 +5,8 @@ timed. Two clocks: ``host`` times each run as the caller sees it (launch, run, s
 measures for a whole model); ``device`` (CUDA only) times the GPU work of each run alone (see
 :mod:`hase_dagster.measure.device_clock`), for kernels whose standalone launch overhead a model run does not
 pay per kernel. The loop stops early once the mean is known to ``target_rel_ci`` (95% confidence half-width
-over mean), and never before ``min_loops`` runs or ``min_seconds`` of timed work.
+over mean), and never before ``min_loops`` runs or ``min_seconds`` of timed work. Between samples it reads the host
+core's speed (a fixed pure-Python loop on the timing thread, about 5% of the window) into ``Timing.host_loop_ms``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,11 @@ from hase_dagster.analysis.kernel_models import load_inputs
 from hase_dagster.core.config import OrtOptions, TimingOptions
 from hase_dagster.core.errors import ModelLoadError
 from hase_dagster.core.ort_runtime import EpName, OptimizationLevel, make_session, random_inputs
+from hase_dagster.measure.host_speed import loop_ms
+
+# The share of a timed window's wall time spent reading the host loop between samples: a reading after the first
+# sample, then whenever the readings have cost less than this share so far (one every ~14 runs of 1 ms).
+HOST_LOOP_SHARE = 0.05
 
 Clock = Literal["host", "device"]
 
@@ -46,6 +52,9 @@ class Timing:
     cudnn_conv_algo_search: str | None
     rel_ci: float
     clock: str = "host"  # "device" when every sample is covered GPU time, "device+host" when some were not
+    # The mean host loop reading over the timed window (hase_dagster.measure.host_speed): how fast the timing
+    # thread's core ran while the samples were taken. None in timings made before it was read.
+    host_loop_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -160,12 +169,17 @@ class ModelRunner:
                 self.sample()
                 warmed += 1
             samples: list[float] = []
+            readings: list[float] = []
+            reading_ms = 0.0
             start_ns = time.time_ns()
             loop_start = time.perf_counter()
             while len(samples) < config.max_loops:
                 samples.append(self.sample())
                 # The loop's budget is wall time, whichever clock the samples read.
                 timed = time.perf_counter() - loop_start
+                if reading_ms <= HOST_LOOP_SHARE * timed * 1e3:
+                    readings.append(loop_ms())
+                    reading_ms += readings[-1]
                 if len(samples) >= config.min_loops and timed >= config.min_seconds:
                     if timed >= config.max_seconds or summarize(samples)["rel_ci"] <= config.target_rel_ci:
                         break
@@ -183,6 +197,7 @@ class ModelRunner:
             intra_op_num_threads=self.options.intra_op_num_threads,
             cudnn_conv_algo_search=self.options.cudnn_conv_algo_search if self.ep == "cuda" else None,
             clock=self._clock_label(),
+            host_loop_ms=float(np.mean(readings)),
         )
 
     def _clock_label(self) -> str:

@@ -41,6 +41,7 @@ def main() -> int:
                 profile.ort, level="all",
             )  # fmt: skip
         keep = ("model", "batch_size", "status", "error", "mean_ms", "median_ms", "p90_ms", "n", "device", "ep")
+        keep += ("host_loop_ms",)  # the host core's speed over each timing (hase predict --host-reading)
         records = [{k: row.get(k) for k in keep} | {"stress_level": level} for row in rows]
         done.write_text(json.dumps(records, indent=1, default=str) + "\n")
         print(f"stress {level:.2f}: {sum(r['status'] == 'ok' for r in records)} of {len(records)} timed", flush=True)
