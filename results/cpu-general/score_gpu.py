@@ -3,6 +3,9 @@ device-free predictions (``hase predict --predictor h100``, kernels by static de
 MAPE, share within +-10% / +-15%, p90's MAPE, by batch size and stress level, under 2 ms, and per model.
 
     .venv/bin/python results/cpu-general/score_gpu.py results/cpu-general/gpu results/cpu-general/gpu-small
+
+With ``--host-reference MS`` each prediction is first taken to the host loop reading its timing recorded
+(``host_loop_ms``, time_files.py), as ``hase predict --host-reading`` does for a bundle whose reference is MS.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from hase_dagster.learn.host_speed import host_speed_factor
+
 
 def timed(timings_dirs: list[Path]) -> pd.DataFrame:
     """The files timed ok in time_files.py's ``level-*.json`` of each folder."""
@@ -21,7 +26,9 @@ def timed(timings_dirs: list[Path]) -> pd.DataFrame:
         r for folder in timings_dirs for p in sorted(folder.glob("level-*.json")) for r in json.loads(p.read_text())
     ]
     frame = pd.DataFrame(rows)
-    return frame[frame.status == "ok"][["model", "batch_size", "stress_level", "mean_ms", "p90_ms"]]
+    if "host_loop_ms" not in frame:
+        frame["host_loop_ms"] = float("nan")  # timed before time_files.py kept the reading
+    return frame[frame.status == "ok"][["model", "batch_size", "stress_level", "mean_ms", "p90_ms", "host_loop_ms"]]
 
 
 def measured(folders: list[Path]) -> pd.DataFrame:
@@ -42,6 +49,7 @@ def predicted(folder: Path) -> pd.DataFrame:
                     "stress_level": level,
                     "predicted_ms": row["predicted_ms"],
                     "predicted_p90_ms": row["p90_ms"],
+                    "gpu_busy_share": row.get("gpu_busy_share"),
                 }
             )
     return pd.DataFrame(rows)
@@ -64,8 +72,18 @@ def main() -> int:
     parser.add_argument(
         "folders", type=Path, nargs="+", help="gpu_run.sh work folders; the first holds the predictions"
     )
+    parser.add_argument("--host-reference", type=float, default=None, help="ms: score at each timing's host reading")
     args = parser.parse_args()
     frame = measured(args.folders).merge(predicted(args.folders[0]), on=["model", "stress_level"])
+    if args.host_reference is not None:
+        if frame.host_loop_ms.isna().any():
+            parser.error("--host-reference needs timings that recorded host_loop_ms")
+        factor = [
+            host_speed_factor(share, reading, args.host_reference)
+            for share, reading in zip(frame.gpu_busy_share, frame.host_loop_ms, strict=True)
+        ]
+        frame["predicted_ms"] *= factor
+        frame["predicted_p90_ms"] *= factor
     frame["error_pct"] = (frame.predicted_ms / frame.mean_ms - 1) * 100
     frame["network"] = frame.model.str.replace(r"_[is]\d+_b\d+\.onnx$", "", regex=True)
     print(pd.DataFrame([{"set": "all", **summary(frame)}]).to_markdown(index=False))
