@@ -46,6 +46,11 @@ def test_a_prediction_at_a_host_reading_scales_its_mean_and_p90_and_says_so() ->
     assert not scaled.warnings
     other = at_host_reading(_prediction(0.2), 1.33, 0.665, "3.12", "3.11")
     assert any("Python 3.11" in w for w in other.warnings)
+    # Under load, the wait for the co-tenant is GPU time: a run predicted 4 ms whose idle twin is 1 ms keeps the
+    # idle run's host-bound milliseconds (share 1 at busy 0.2 and gain 3: all of 1 ms) and not four times them.
+    loaded = replace(_prediction(0.2, ms=4.0), idle_predicted_ms=1.0)
+    assert at_host_reading(loaded, 1.33, 0.665, "3.12", "3.12").predicted_ms == pytest.approx(4.0 + 1.0)
+    assert host_bound_share(0.9, idle_share=0.5) == pytest.approx(0.05 * HOST_SHARE_GAIN)
     with pytest.raises(HaseError, match="kernels run on the host"):
         at_host_reading(replace(_prediction(None), ep="cpu"), 1.0, 0.665, "3.12", "3.12")
     with pytest.raises(HaseError, match="positive"):
@@ -66,15 +71,21 @@ def test_host_reference_and_host_reading_through_the_cli(
     assert "host loop reference of 0.7 ms" in capsys.readouterr().out
     assert load_bundle(out).predictor.composition.host_loop_ms == pytest.approx(0.7)
 
-    def answer(*extra: str) -> dict:
-        args = ["predict", str(resnet18_onnx), "--predictor", str(out), "--batch-size", "1", "--load", "idle", "--json"]
+    def answer(*extra: str, load: str = "idle") -> dict:
+        args = ["predict", str(resnet18_onnx), "--predictor", str(out), "--batch-size", "1", "--load", load, "--json"]
         assert main([*args, "--top", "0", *extra]) == 0
         return json.loads(capsys.readouterr().out)
 
     plain, same, slower = answer(), answer("--host-reading", "0.7"), answer("--host-reading", "1.05")
     assert same["predicted_ms"] == pytest.approx(plain["predicted_ms"])
+    assert plain["idle_predicted_ms"] == pytest.approx(plain["predicted_ms"], rel=1e-3)
     factor = slower["coverage"]["host_reading"]["factor"]
     assert factor > 1.0 and slower["predicted_ms"] == pytest.approx(plain["predicted_ms"] * factor, rel=1e-3)
+    # Under full load the same reading moves the run by the same host-bound ms at most: a smaller factor.
+    loaded_plain, loaded = answer(load="level=1.0"), answer("--host-reading", "1.05", load="level=1.0")
+    assert loaded_plain["predicted_ms"] > plain["predicted_ms"]
+    added_ms = loaded["predicted_ms"] - loaded_plain["predicted_ms"]
+    assert 0 < added_ms <= (slower["predicted_ms"] - plain["predicted_ms"]) * 1.001
     measured = answer("--host-reading", "measure")["coverage"]["host_reading"]
     assert measured["reading_ms"] > 0
 

@@ -645,6 +645,10 @@ class ModelPrediction:
     # idle sum, views apart, over the idle prediction, at most 1); the rest is the host's dispatch and the
     # per-run cost. None on host-clocked EPs. See HOST_BOUND_SHARE.
     gpu_busy_share: float | None = None
+    # Device-clocked EPs: the composition's idle prediction of the same model (``predicted_ms`` itself at idle).
+    # Under load the run's wait for the co-tenant is GPU-side time, which the host's speed does not move
+    # (learn.host_speed). None on host-clocked EPs.
+    idle_predicted_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -844,7 +848,7 @@ def predict_model_under(
     predicted = predict_kernels_under(regressor, kernels, asked)
     memory = predict_peak_memory(kernels, regressor.ep)
     slicing = time_slicing_of(regressor.ep)
-    busy = gpu_busy_share(composition, predicted[len(loads)], slicing) if loads else None
+    busy, idle_mean = idle_run(composition, predicted[len(loads)], slicing) if loads else (None, None)
     # Counted on every EP: without time slicing (the CPU) a staged kernel waits nothing (Sums.staged_wait_ms).
     staged = host_staged_kernels(kernels)
     out = []
@@ -862,7 +866,7 @@ def predict_model_under(
         out.append(
             _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, kernels)
         )
-        out[-1].gpu_busy_share = busy
+        out[-1].gpu_busy_share, out[-1].idle_predicted_ms = busy, idle_mean
         if busy is not None and busy < HOST_BOUND_SHARE:
             out[-1].warnings.append(
                 f"host-bound: its kernels keep the GPU busy {busy:.0%} of an idle run, the rest is host dispatch; "
@@ -888,12 +892,20 @@ def gpu_busy_share(
     Returns:
         The share in [0, 1], or None for host-clocked kernels (the CPU EP) and empty models.
     """
+    return idle_run(composition, idle, time_slicing)[0]
+
+
+def idle_run(
+    composition: Composition, idle: list[KernelPrediction], time_slicing: TimeSlicing | None
+) -> tuple[float | None, float | None]:
+    """:func:`gpu_busy_share` and the composition's idle prediction it is a share of (ms); (None, None) where
+    the share is None."""
     if time_slicing is None or composition.host_floor_ms > 0 or not idle:
-        return None
+        return None, None
     sums = kernel_sums(idle, 0.0, idle, time_slicing, wait_included_families=composition.wait_included_families)
     mean, _ = composition.apply(sums)
     busy = sums.idle_mean_ms - sums.view_idle_ms
-    return float(min(1.0, busy / mean)) if mean > 0 else None
+    return (float(min(1.0, busy / mean)), float(mean)) if mean > 0 else (None, None)
 
 
 def _model_prediction(

@@ -50,6 +50,7 @@ def predicted(folder: Path) -> pd.DataFrame:
                     "predicted_ms": row["predicted_ms"],
                     "predicted_p90_ms": row["p90_ms"],
                     "gpu_busy_share": row.get("gpu_busy_share"),
+                    "idle_predicted_ms": row.get("idle_predicted_ms"),
                 }
             )
     return pd.DataFrame(rows)
@@ -78,9 +79,18 @@ def main() -> int:
     if args.host_reference is not None:
         if frame.host_loop_ms.isna().any():
             parser.error("--host-reference needs timings that recorded host_loop_ms")
+        # Predictions made before ModelPrediction.idle_predicted_ms: the idle twin's predicted_ms.
+        idle = frame.merge(
+            frame[frame.stress_level == 0][["model", "predicted_ms"]].rename(columns={"predicted_ms": "idle_ms"}),
+            on="model",
+            how="left",
+        ).idle_ms.to_numpy()
+        idle_ms = pd.to_numeric(frame.idle_predicted_ms).fillna(pd.Series(idle, index=frame.index))
         factor = [
-            host_speed_factor(share, reading, args.host_reference)
-            for share, reading in zip(frame.gpu_busy_share, frame.host_loop_ms, strict=True)
+            host_speed_factor(share, reading, args.host_reference, min(1.0, idle_pred / pred))
+            for share, reading, idle_pred, pred in zip(
+                frame.gpu_busy_share, frame.host_loop_ms, idle_ms, frame.predicted_ms, strict=True
+            )
         ]
         frame["predicted_ms"] *= factor
         frame["predicted_p90_ms"] *= factor
