@@ -9,8 +9,9 @@ the prediction is for, and the reading ``r0`` typical of the host the compositio
     predicted x (1 + h x (r / r0 - 1)),  h = min(1, HOST_SHARE_GAIN x (1 - gpu_busy_share)) x idle / predicted,
 
 h being the run's host-bound share: the idle run's host-bound milliseconds over this run's, since under load the
-wait for the co-tenant is GPU-side time (``idle / predicted``, the idle prediction over this one, is 1 at idle). On set AM (an H200, two
-passes) the runs at stress 1.0 and batch 4-128 repeated within 6% while the loop read up to 1.9x slower.
+wait for the co-tenant is GPU-side time (``idle / predicted``, the idle prediction over this one, is 1 at idle).
+On set AM (an H200, two passes) the runs at stress 1.0 and batch 4-128 repeated within 6% while the loop read up
+to 1.9x slower.
 """
 
 from __future__ import annotations
