@@ -74,6 +74,11 @@
 #   128 on this device): WORK=/tmp/setAL-gpu SEEDS=961-964 HAND_OPS=957-960 BATCHES=1,4,16,128
 #   TIMM="$(cat results/cpu-general/setAL-models.txt)" TIMM_WHEEL=.gpuhost/timm/timm-1.0.31-py3-none-any.whl
 #   BUDGET_S=300 bash results/cpu-general/gpu_run.sh
+#   set AM on an H200 (drawn 2026-11-29 10:5x UTC, sample_timm_set.py --seed 20261207 --count 7 --max-size 336
+#   --max-params 120, five kept; hand_ops seeds 965-968, generator seeds 969-972; timings carry host_loop_ms): WORK=/tmp/setAM-gpu
+#   SEEDS=969-972 HAND_OPS=965-968 BATCHES=1,4,16,128 TIMM="$(cat results/cpu-general/setAM-models.txt)"
+#   TIMM_WHEEL=.gpuhost/timm/timm-1.0.31-py3-none-any.whl BUDGET_S=570 bash results/cpu-general/gpu_run.sh
+#   (the five timm models' export took 452 s on the host: a first call exports, a second times)
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
