@@ -10,7 +10,13 @@ import pytest
 
 from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.bundles import load_bundle
-from hase_dagster.learn.host_speed import HOST_SHARE_GAIN, at_host_reading, host_bound_share, host_speed_factor
+from hase_dagster.learn.host_speed import (
+    CPU_HOST_ELASTICITY,
+    HOST_SHARE_GAIN,
+    at_host_reading,
+    host_bound_share,
+    host_speed_factor,
+)
 from hase_dagster.learn.predict import ModelPrediction
 from hase_dagster.measure.host_speed import host_loop_reading, interpreter, loop_ms
 from hase_dagster.orchestration.cli import main
@@ -51,8 +57,16 @@ def test_a_prediction_at_a_host_reading_scales_its_mean_and_p90_and_says_so() ->
     loaded = replace(_prediction(0.2, ms=4.0), idle_predicted_ms=1.0)
     assert at_host_reading(loaded, 1.33, 0.665, "3.12", "3.12").predicted_ms == pytest.approx(4.0 + 1.0)
     assert host_bound_share(0.9, idle_share=0.5) == pytest.approx(0.05 * HOST_SHARE_GAIN)
-    with pytest.raises(HaseError, match="kernels run on the host"):
-        at_host_reading(replace(_prediction(None), ep="cpu"), 1.0, 0.665, "3.12", "3.12")
+    # A CPU run is the host's through and through: at idle it moves by the elasticity, under load not at all
+    # (the reading then measures the co-tenant's contention, which the load terms price).
+    cpu_idle = replace(_prediction(None), ep="cpu", load_source="idle (background of the stress 0.00 benchmarks)")
+    assert at_host_reading(cpu_idle, 1.33, 0.665, "3.12", "3.12").predicted_ms == pytest.approx(
+        2.0 * (1 + CPU_HOST_ELASTICITY)
+    )
+    cpu_loaded = at_host_reading(replace(cpu_idle, load_source="level=1.0"), 1.33, 0.665, "3.12", "3.12")
+    assert cpu_loaded.predicted_ms == pytest.approx(2.0) and any("at idle only" in w for w in cpu_loaded.warnings)
+    with pytest.raises(HaseError, match="has none"):
+        at_host_reading(replace(_prediction(None), ep="rocm"), 1.0, 0.665, "3.12", "3.12")
     with pytest.raises(HaseError, match="positive"):
         at_host_reading(_prediction(0.5), 0.0, 0.665, "3.12", "3.12")
 

@@ -174,6 +174,44 @@ def test_predictor_bundle_asset_writes_a_bundle_that_predicts_as_its_predictor(t
     assert bundle.document["evaluation"]["whole_model"]["trained_on_all"]["cases"] == networks > 0
 
 
+def test_a_cpu_bundle_records_its_timings_host_reading_and_predicts_at_another(
+    trained: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The composition keeps the median loop reading of the idle model timings it was fitted on; with it a CPU
+    prediction at idle moves with a host reading (elasticity 0.85), a loaded one stays and says why."""
+    from hase_dagster.learn.host_speed import CPU_HOST_ELASTICITY
+    from hase_dagster.measure.host_speed import interpreter
+
+    result = trained["result"]
+    folder = Path(result.asset_materializations_for_node("predictor_bundle")[0].metadata["path"].value)
+    readings = (
+        trained["hase"]
+        .warehouse()
+        .query(
+            """SELECT b.host_loop_ms FROM model_benchmarks b JOIN model_files f USING (variant_id)
+               WHERE b.ep = 'cpu' AND b.status = 'ok' AND b.stress_level = 0 AND NOT f.held_out"""
+        )["host_loop_ms"]
+    )
+    composition = Predictor.load(predictor_path(Path(trained["hase"].data_directory), "cpu")).composition
+    assert readings.notna().all() and composition.host_loop_ms == pytest.approx(readings.median())
+    assert composition.host_loop_python == interpreter()
+
+    monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))
+    model = export_variant(ModelVariant(ZooModel(name="squeezenet1_1"), 64, 1), tmp_path, 17).path
+
+    def answer(load: str, *extra: str) -> dict:
+        argv = ["predict", str(model), "--predictor", str(folder), "--batch-size", "1", "--load", load]
+        assert main([*argv, "--top", "0", "--json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    slower = str(2 * composition.host_loop_ms)
+    idle, idle_slow = answer("idle"), answer("idle", "--host-reading", slower)
+    assert idle_slow["predicted_ms"] == pytest.approx(idle["predicted_ms"] * (1 + CPU_HOST_ELASTICITY), rel=1e-3)
+    loaded, loaded_slow = answer("level=0.5"), answer("level=0.5", "--host-reading", slower)
+    assert loaded_slow["predicted_ms"] == pytest.approx(loaded["predicted_ms"])
+    assert any("at idle only" in w for w in loaded_slow["warnings"])
+
+
 def test_held_out_model_is_measured_but_never_trained_on(trained: dict) -> None:
     store = trained["hase"].warehouse()
     only_held_out = store.query(

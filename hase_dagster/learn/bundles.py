@@ -744,7 +744,7 @@ def host_reference_bundle(
     host its timings came from (the median of the readings' windows), for ``hase predict --host-reading``.
 
     Args:
-        source: a GPU bundle (``out`` may be its own folder: it is read whole first and replaced whole).
+        source: a bundle (``out`` may be its own folder: it is read whole first and replaced whole).
         readings: JSON files of timing windows with the loop read beside them, each a list of objects with
             ``loop_mean_ms`` (``results/gpu-general/host-speed/time_with_readings.py``), taken on that host.
         python: the Python major.minor the readings were taken with (the loop's speed depends on it).
@@ -755,13 +755,11 @@ def host_reference_bundle(
         The bundle folder (everything but the composition's reference is ``source``'s) and the reference in ms.
 
     Raises:
-        HaseError: a CPU bundle, or readings that are missing, unreadable or hold no positive ``loop_mean_ms``.
+        HaseError: readings that are missing, unreadable or hold no positive ``loop_mean_ms``.
     """
     import statistics
     from dataclasses import replace
 
-    if source.ep != "cuda":
-        raise HaseError(f"a host reading scales a GPU run's host-bound share; bundle {source.name} is for {source.ep}")
     if not re.fullmatch(r"\d+\.\d+", python):
         raise HaseError(f"--python takes a major.minor version such as 3.12, got {python!r}")
     windows: list[float] = []

@@ -1,5 +1,9 @@
 """A prediction for a host whose core runs at another speed than the bundle's timings met (issue 11).
 
+On the CPU EP the whole run is the host's: an idle prediction becomes ``predicted x (1 + CPU_HOST_ELASTICITY x
+(r / r0 - 1))``; a loaded one is left as it is, since a reading taken beside a co-tenant on the same cores reads the
+contention the load terms already price.
+
 A run at batch 1-4 on a GPU is partly host-bound: the host dispatches kernels and the GPU waits. When the host core
 runs slower (the two states of the measured GPU hosts, :mod:`hase_dagster.measure.host_speed`), so does that part. A
 composition fitted on whole-model timings predicts the host's typical state; given a loop reading ``r`` of the host
@@ -28,6 +32,10 @@ from hase_dagster.learn.predict import ModelPrediction
 # the generator networks and 3.25 on the hand-written ones, each the best for the other family (10.3 -> 5.9%,
 # 11.2 -> 6.8% MAPE); fixed at 3.0 before timm networks checked it held out (10.7 -> 7.6%, 59 -> 78% within +-10%).
 HOST_SHARE_GAIN = 3.0
+
+# How a CPU run's time moves with the loop reading (log-log, pass to pass): 0.85 on the project's 2-core VM, four
+# networks at batch 1, six passes (results/gpu-general/host-speed, cpu-vm-2026-11-29), measured before it was used.
+CPU_HOST_ELASTICITY = 0.85
 
 
 def host_bound_share(gpu_busy_share: float, gain: float = HOST_SHARE_GAIN, idle_share: float = 1.0) -> float:
@@ -60,7 +68,7 @@ def at_host_reading(
     """``prediction`` for a host whose loop reads ``reading_ms``.
 
     Args:
-        prediction: a GPU bundle's prediction (it has a ``gpu_busy_share``).
+        prediction: a GPU bundle's prediction (it has a ``gpu_busy_share``) or a CPU one (scaled at idle only).
         reading_ms: the host's loop reading (:func:`hase_dagster.measure.host_speed.host_loop_reading`).
         reference_ms: the reading typical of the host the bundle's composition was fitted on.
         reference_python: the Python major.minor the reference was read with.
@@ -70,24 +78,31 @@ def at_host_reading(
         The prediction with its mean and p90 scaled and a ``host_reading`` entry in its coverage saying by how much.
 
     Raises:
-        HaseError: the prediction has no busy share (a host-clocked EP) or the reading is not positive.
+        HaseError: a GPU prediction without a busy share, or a reading that is not positive.
     """
-    if prediction.gpu_busy_share is None:
-        raise HaseError(
-            f"--host-reading scales the host-bound share of a GPU run; {prediction.model} is predicted for "
-            f"{prediction.ep}, whose kernels run on the host"
-        )
     if not reading_ms > 0:
         raise HaseError(f"--host-reading must be a positive time in ms, got {reading_ms}")
-    idle_share = idle_share_of(prediction)
-    factor = host_speed_factor(prediction.gpu_busy_share, reading_ms, reference_ms, idle_share)
+    warnings = list(prediction.warnings)
+    if prediction.gpu_busy_share is not None:
+        share = host_bound_share(prediction.gpu_busy_share, idle_share=idle_share_of(prediction))
+    elif prediction.ep == "cpu":
+        share = CPU_HOST_ELASTICITY if prediction.load_source.startswith("idle") else 0.0
+        if not share:
+            warnings.append(
+                "--host-reading moves a CPU prediction at idle only: beside a co-tenant on the same cores the "
+                "reading measures the contention the load terms already price; this one is left as it was"
+            )
+    else:
+        raise HaseError(
+            f"--host-reading scales the host-bound share of a run; {prediction.model} on {prediction.ep} has none"
+        )
+    factor = 1.0 + share * (reading_ms / reference_ms - 1.0)
     entry: dict[str, Any] = {
         "reading_ms": round(reading_ms, 4),
         "reference_ms": reference_ms,
-        "host_bound_share": round(host_bound_share(prediction.gpu_busy_share, idle_share=idle_share), 4),
+        "host_bound_share": round(share, 4),
         "factor": round(factor, 4),
     }
-    warnings = list(prediction.warnings)
     if python != reference_python:
         warnings.append(
             f"the host reading was taken with Python {python} and the bundle's reference with {reference_python}: "

@@ -6,7 +6,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from hase_dagster.learn.graph_factors import GraphFactors
 from hase_dagster.learn.model_timings import TimedModel
 from hase_dagster.learn.predict import Composition, Sums, model_sums
 from hase_dagster.learn.regressor import LatencyRegressor, rows_without, train_regressor, training_rows
+from hase_dagster.measure.host_speed import interpreter
 
 if TYPE_CHECKING:  # loading a predictor (``hase predict --predictor``) imports neither pandas nor DuckDB
     import pandas as pd
@@ -342,7 +343,19 @@ def fit_composition(
         (model_sums(regressor, list(t.kernels), loads[t.stress_level], floor, included)[0], t.mean_ms, t.p90_ms)
         for t in timed_models
     ]
-    return Composition.fit(points, floor, included)
+    return with_host_reference(Composition.fit(points, floor, included), models)
+
+
+def with_host_reference(composition: Composition, models: pd.DataFrame) -> Composition:
+    """``composition`` with the host loop reading typical of the idle model timings it was fitted on (their
+    median ``host_loop_ms``, read by this interpreter), which ``hase predict --host-reading`` scales from;
+    unchanged where no idle row carries a reading (tables timed before it was read)."""
+    if "host_loop_ms" not in models:
+        return composition
+    readings = models.loc[models["stress_level"] == 0, "host_loop_ms"].astype(float).dropna()
+    if readings.empty:
+        return composition
+    return replace(composition, host_loop_ms=float(readings.median()), host_loop_python=interpreter())
 
 
 def load_at_level(store: Warehouse, ep: str, level: float) -> dict[str, float]:
