@@ -5,8 +5,9 @@ timed. Two clocks: ``host`` times each run as the caller sees it (launch, run, s
 measures for a whole model); ``device`` (CUDA only) times the GPU work of each run alone (see
 :mod:`hase_dagster.measure.device_clock`), for kernels whose standalone launch overhead a model run does not
 pay per kernel. The loop stops early once the mean is known to ``target_rel_ci`` (95% confidence half-width
-over mean), and never before ``min_loops`` runs or ``min_seconds`` of timed work. Between samples it reads the host
-core's speed (a fixed pure-Python loop on the timing thread, about 5% of the window) into ``Timing.host_loop_ms``.
+over mean), and never before ``min_loops`` runs or ``min_seconds`` of timed work. Before the warm-up and just after
+the timed loop it reads the host core's speed (a fixed pure-Python loop on the timing thread) into
+``Timing.host_loop_ms``.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from hase_dagster.core.errors import ModelLoadError
 from hase_dagster.core.ort_runtime import EpName, OptimizationLevel, make_session, random_inputs
 from hase_dagster.measure.host_speed import loop_ms
 
-# The share of a timed window's wall time spent reading the host loop between samples: a reading after the first
-# sample, then whenever the readings have cost less than this share so far (one every ~14 runs of 1 ms).
-HOST_LOOP_SHARE = 0.05
+# Host loop readings taken before the warm-up and just after the timed loop, never between samples, so they cannot
+# disturb what is timed (read between samples, 5% of the window, an A/B on the 2-core VM
+# could not tell their effect from the VM's noise: results/cpu/README.md, 2026-11-29).
+HOST_LOOP_READINGS = 3
 
 Clock = Literal["host", "device"]
 
@@ -52,8 +54,9 @@ class Timing:
     cudnn_conv_algo_search: str | None
     rel_ci: float
     clock: str = "host"  # "device" when every sample is covered GPU time, "device+host" when some were not
-    # The mean host loop reading over the timed window (hase_dagster.measure.host_speed): how fast the timing
-    # thread's core ran while the samples were taken. None in timings made before it was read.
+    # The mean host loop reading before the warm-up and just after the timed window
+    # (hase_dagster.measure.host_speed): how fast the timing thread's core ran around the samples. None in timings
+    # made before it was read.
     host_loop_ms: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,27 +166,24 @@ class ModelRunner:
         if config.clock != self.clock:
             raise ValueError(f"this runner was built for the {self.clock} clock, the config asks for {config.clock}")
         try:
+            before = [loop_ms() for _ in range(HOST_LOOP_READINGS)]  # before the warm-up: no sample follows it
             warmed = 0
             warm_until = time.perf_counter() + config.warmup_seconds
             while warmed < config.warmup or time.perf_counter() < warm_until:
                 self.sample()
                 warmed += 1
             samples: list[float] = []
-            readings: list[float] = []
-            reading_ms = 0.0
             start_ns = time.time_ns()
             loop_start = time.perf_counter()
             while len(samples) < config.max_loops:
                 samples.append(self.sample())
                 # The loop's budget is wall time, whichever clock the samples read.
                 timed = time.perf_counter() - loop_start
-                if reading_ms <= HOST_LOOP_SHARE * timed * 1e3:
-                    readings.append(loop_ms())
-                    reading_ms += readings[-1]
                 if len(samples) >= config.min_loops and timed >= config.min_seconds:
                     if timed >= config.max_seconds or summarize(samples)["rel_ci"] <= config.target_rel_ci:
                         break
             end_ns = time.time_ns()
+            after = [loop_ms() for _ in range(HOST_LOOP_READINGS)]
         except Exception as exc:
             raise ModelLoadError(f"{self.path.name} failed while running on {self.ep}: {exc}") from exc
         stats = summarize(samples)
@@ -197,7 +197,7 @@ class ModelRunner:
             intra_op_num_threads=self.options.intra_op_num_threads,
             cudnn_conv_algo_search=self.options.cudnn_conv_algo_search if self.ep == "cuda" else None,
             clock=self._clock_label(),
-            host_loop_ms=float(np.mean(readings)),
+            host_loop_ms=float(np.mean(before + after)),
         )
 
     def _clock_label(self) -> str:
