@@ -38,14 +38,14 @@ def loop_ms(iterations: int = LOOP_ITERATIONS) -> float:
     return (time.perf_counter_ns() - started) / 1e6
 
 
-def host_loop_reading(seconds: float = 0.5) -> float:
-    """The mean :func:`loop_ms` over ``seconds`` of back-to-back readings on this thread (at least 5).
+def host_loop_reading(seconds: float = 0.5, at_least: int = 5) -> float:
+    """The mean :func:`loop_ms` over ``seconds`` of back-to-back readings on this thread (at least ``at_least``).
 
     A state lasts 0.1-15 s, so a window of readings gives the mixture a timing of the same length would meet.
     """
     readings: list[float] = []
     end = time.perf_counter() + seconds
-    while len(readings) < 5 or time.perf_counter() < end:
+    while len(readings) < at_least or time.perf_counter() < end:
         readings.append(loop_ms())
     return statistics.fmean(readings)
 

@@ -26,7 +26,7 @@ from hase_dagster.analysis.kernel_models import load_inputs
 from hase_dagster.core.config import OrtOptions, TimingOptions
 from hase_dagster.core.errors import ModelLoadError
 from hase_dagster.core.ort_runtime import EpName, OptimizationLevel, make_session, random_inputs
-from hase_dagster.measure.host_speed import loop_ms
+from hase_dagster.measure.host_speed import host_loop_reading
 
 # Host loop readings taken before the warm-up and just after the timed loop, never between samples, so they cannot
 # disturb what is timed (read between samples, 5% of the window, an A/B on the 2-core VM
@@ -166,7 +166,7 @@ class ModelRunner:
         if config.clock != self.clock:
             raise ValueError(f"this runner was built for the {self.clock} clock, the config asks for {config.clock}")
         try:
-            before = [loop_ms() for _ in range(HOST_LOOP_READINGS)]  # before the warm-up: no sample follows it
+            before = host_loop_reading(seconds=0.0, at_least=HOST_LOOP_READINGS)  # no sample follows it straight
             warmed = 0
             warm_until = time.perf_counter() + config.warmup_seconds
             while warmed < config.warmup or time.perf_counter() < warm_until:
@@ -183,7 +183,7 @@ class ModelRunner:
                     if timed >= config.max_seconds or summarize(samples)["rel_ci"] <= config.target_rel_ci:
                         break
             end_ns = time.time_ns()
-            after = [loop_ms() for _ in range(HOST_LOOP_READINGS)]
+            after = host_loop_reading(seconds=0.0, at_least=HOST_LOOP_READINGS)
         except Exception as exc:
             raise ModelLoadError(f"{self.path.name} failed while running on {self.ep}: {exc}") from exc
         stats = summarize(samples)
@@ -197,7 +197,7 @@ class ModelRunner:
             intra_op_num_threads=self.options.intra_op_num_threads,
             cudnn_conv_algo_search=self.options.cudnn_conv_algo_search if self.ep == "cuda" else None,
             clock=self._clock_label(),
-            host_loop_ms=float(np.mean(before + after)),
+            host_loop_ms=(before + after) / 2,
         )
 
     def _clock_label(self) -> str:

@@ -41,7 +41,8 @@ def main() -> int:
         # A level cut short keeps the files it timed (level-X.partial.json) and a second run times the rest.
         partial = args.out / f"level-{level:.2f}.partial.json"
         records = json.loads(partial.read_text()) if partial.exists() else []
-        todo = [p for p in paths if p.name not in {r["model"] for r in records}]
+        timed = {r["model"] for r in records}
+        todo = [p for p in paths if p.name not in timed]
         with under_load(profile.device, level, profile.telemetry) as loaded:
             for start in range(0, len(todo), args.chunk):
                 chunk = todo[start : start + args.chunk]
