@@ -79,6 +79,9 @@
 #   SEEDS=969-972 HAND_OPS=965-968 BATCHES=1,4,16,128 TIMM="$(cat results/cpu-general/setAM-models.txt)"
 #   TIMM_WHEEL=.gpuhost/timm/timm-1.0.31-py3-none-any.whl BUDGET_S=570 bash results/cpu-general/gpu_run.sh
 #   (the five timm models' export took 452 s on the host: a first call exports, a second times)
+#   set AN on an H200 (drawn 2026-11-29 13:3x UTC, before this session's changes: hand_ops seeds 973-976, generator
+#   seeds 977-980; timed with the readings around the window, tarball sealed until predictions are committed):
+#   WORK=/tmp/setAN-gpu SEEDS=977-980 HAND_OPS=973-976 BATCHES=1,4,16,128 BUDGET_S=480 bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
