@@ -119,9 +119,10 @@ def main() -> int:
         )
         grouped["excess_ms"] = (grouped.predicted_ms - grouped.measured_ms) * grouped["count"]
         grouped["error %"] = (grouped.predicted_ms / grouped.measured_ms - 1) * 100
-        grouped = grouped.reset_index().sort_values(["network", "excess_ms"], ascending=[True, False])
-        top = grouped.groupby("network").head(args.top)
-        print(f"\n## {args.detail} instances with the largest excess, per network (measured per instance, mean)\n")
+        grouped["size_ms"] = grouped.excess_ms.abs()  # over- and under-predictions alike
+        grouped = grouped.reset_index().sort_values(["network", "size_ms"], ascending=[True, False])
+        top = grouped.groupby("network").head(args.top).drop(columns="size_ms")
+        print(f"\n## {args.detail} instances with the largest error in ms, per network (measured per instance, mean)\n")
         print(top.round(3).to_markdown(index=False))
     print("\n" + json.dumps({"bundle": str(args.bundle), "tables": str(args.tables)}))
     return 0
