@@ -138,6 +138,56 @@ def _bytes(shape: tuple[int, ...]) -> int:
     return int(np.prod(shape)) * 4 if shape else 0
 
 
+def fold_constant_nodes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """The model with every node whose inputs are all constant computed once on the CPU EP and
+    replaced by initializers, as ORT's constant folding does before it creates any kernel.
+
+    An unoptimized session keeps such nodes, and an EP may refuse one that folding would have
+    removed: the CUDA EP rejects training-mode BatchNormalization, which timm's weight-standardised
+    convolutions (NFNets) apply to their constant weights.
+
+    Returns:
+        The folded model (the input itself when nothing is constant) and every folded node's
+        outputs by name.
+    """
+    from hase_dagster.core.ort_runtime import make_session
+
+    inputs = {value.name for value in model.graph.input}
+    constant = {init.name for init in model.graph.initializer if init.name not in inputs}
+    folded_nodes = []
+    for node in model.graph.node:  # ONNX graphs are stored in topological order
+        if node.domain not in ("", "ai.onnx") or node.op_type.startswith("Random"):
+            continue
+        if all(not name or name in constant for name in node.input):
+            folded_nodes.append(node)
+            constant.update(name for name in node.output if name)
+    if not folded_nodes:
+        return model, {}
+    outputs = [name for node in folded_nodes for name in node.output if name]
+    needed = {name for node in folded_nodes for name in node.input if name}
+    constants = helper.make_graph(
+        folded_nodes,
+        "constants",
+        [],
+        [onnx.ValueInfoProto(name=name) for name in outputs],
+        [init for init in model.graph.initializer if init.name in needed],
+    )
+    sub = helper.make_model(constants, opset_imports=model.opset_import, ir_version=model.ir_version)
+    session = make_session(sub.SerializeToString(), "cpu", level="disable")
+    values = dict(zip(outputs, session.run(outputs, {})))
+    folded = onnx.ModelProto()
+    folded.CopyFrom(model)
+    folded_names = {node.name for node in folded_nodes}
+    kept = [node for node in folded.graph.node if node.name not in folded_names]
+    del folded.graph.node[:]
+    folded.graph.node.extend(kept)
+    used = {name for node in kept for name in node.input} | {value.name for value in folded.graph.output}
+    folded.graph.initializer.extend(
+        numpy_helper.from_array(np.asarray(values[name]), name) for name in outputs if name in used
+    )
+    return folded, values
+
+
 def run_fingerprints(
     model: onnx.ModelProto,
     tensors: dict[str, int],
@@ -147,8 +197,11 @@ def run_fingerprints(
 ) -> dict[str, np.ndarray]:
     """Fingerprints of ``tensors`` (name -> bytes) from running ``model`` unoptimized on ``ep``.
 
-    Tensors are exposed as extra graph outputs a chunk at a time, so memory stays bounded.
+    Tensors are exposed as extra graph outputs a chunk at a time, so memory stays bounded. When
+    ``ep`` cannot load the unoptimized model, its constant nodes are folded first
+    (:func:`fold_constant_nodes`) and their tensors fingerprinted from the folded values.
     """
+    from hase_dagster.core.errors import ModelLoadError
     from hase_dagster.core.ort_runtime import make_session, quick_search, random_inputs
 
     existing_outputs = {o.name for o in model.graph.output}
@@ -161,18 +214,34 @@ def run_fingerprints(
         chunks[-1].append(name)
         used += size
     fingerprints: dict[str, np.ndarray] = {}
-    for chunk in chunks:
+    source, folded_values = model, {}
+
+    def probe_session(names: list[str]):  # noqa: ANN202 (ORT's session type is imported lazily)
         probe = onnx.ModelProto()
-        probe.CopyFrom(model)
-        for name in chunk:
-            if name not in existing_outputs:
+        probe.CopyFrom(source)
+        for name in names:
+            if name not in existing_outputs and name not in folded_values:
                 probe.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
-        session = make_session(probe.SerializeToString(), ep, quick_search(options), level="disable", exact=True)
+        return make_session(probe.SerializeToString(), ep, quick_search(options), level="disable", exact=True)
+
+    for chunk in chunks:
+        try:
+            session = probe_session(chunk)
+        except ModelLoadError:
+            if source is not model:
+                raise
+            source, folded_values = fold_constant_nodes(model)
+            if not folded_values:
+                raise
+            session = probe_session(chunk)
         names = [o.name for o in session.get_outputs()]
         results = session.run(names, random_inputs(session, feeds_seed))
         for name, value in zip(names, results):
             if name in tensors or name in existing_outputs:
                 fingerprints[name] = _fingerprint(np.asarray(value))
+    for name, value in folded_values.items():
+        if name in tensors:
+            fingerprints[name] = _fingerprint(np.asarray(value))
     return fingerprints
 
 
