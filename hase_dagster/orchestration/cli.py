@@ -1033,10 +1033,11 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument(
         "--host-reading",
         default=None,
-        help="with --predictor on a GPU bundle: the host core's loop reading in ms (hase_dagster.measure.host_speed), "
+        help="with --predictor: the host core's loop reading in ms (hase_dagster.measure.host_speed), "
         "'measure' to read it on this machine now, or 'prometheus' for the host's `hase exporter` reading over the "
-        "last 30 s; scales the run's host-bound share against the bundle's "
-        "host reference (batch 1-4 move 1.5x with the host's state on the measured GPU hosts)",
+        "last 30 s; against the bundle's host reference it scales a GPU run's host-bound share (batch 1-4 move 1.5x "
+        "with the host's state on the measured GPU hosts) or an idle CPU prediction. It helps only when the reading "
+        "describes the run: on an H200 host, readings taken around the timed window made set AN worse",
     )
     predict.add_argument("--top", type=_non_negative_int, default=10, help="kernels to list in the breakdown (0: none)")
     predict.add_argument("--json", action="store_true")
