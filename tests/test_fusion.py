@@ -165,7 +165,7 @@ def test_an_ep_that_refuses_the_unfolded_model_is_probed_on_its_folded_twin(
     real = run_fingerprints(model, tensors, "cpu")
     real_make_session = ort_runtime.make_session
 
-    def refusing(source, ep, *args, level="all", **kwargs):  # noqa: ANN001, ANN202
+    def refusing(source: bytes | str | Path, ep: str, *args: object, level: str = "all", **kwargs: object) -> object:
         # the EP under study refuses the network unoptimized; the constants alone (no graph input) still run
         loaded = onnx.load_from_string(source) if isinstance(source, bytes) else onnx.load(str(source))
         unfolded = any(node.op_type == "BatchNormalization" for node in loaded.graph.node)

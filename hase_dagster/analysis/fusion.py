@@ -24,6 +24,8 @@ from onnx import helper, numpy_helper, shape_inference
 from hase_dagster.analysis.graph import OptimizedGraph, OptimizedNode, name_all_nodes
 
 if TYPE_CHECKING:  # imported where sessions are made: family_name's readers need no ORT
+    import onnxruntime as ort
+
     from hase_dagster.core.config import OrtOptions
     from hase_dagster.core.ort_runtime import EpName
 
@@ -214,9 +216,10 @@ def run_fingerprints(
         chunks[-1].append(name)
         used += size
     fingerprints: dict[str, np.ndarray] = {}
-    source, folded_values = model, {}
+    source: onnx.ModelProto = model
+    folded_values: dict[str, np.ndarray] = {}
 
-    def probe_session(names: list[str]):  # noqa: ANN202 (ORT's session type is imported lazily)
+    def probe_session(names: list[str]) -> ort.InferenceSession:
         probe = onnx.ModelProto()
         probe.CopyFrom(source)
         for name in names:
