@@ -212,6 +212,32 @@ def test_a_cpu_bundle_records_its_timings_host_reading_and_predicts_at_another(
     assert any("at idle only" in w for w in loaded_slow["warnings"])
 
 
+def test_the_evaluation_predicts_each_cpu_case_at_its_timings_host_reading(trained: dict) -> None:
+    """Every case also carries its timing's loop reading and the prediction at it (hase predict --host-reading):
+    idle cases move from the setting's reference, loaded ones stay; the report shows both figures."""
+    from hase_dagster.learn.host_speed import CPU_HOST_ELASTICITY
+
+    hase = trained["hase"]
+    store = hase.warehouse()
+    cases = store.query("SELECT * FROM evaluation_cases")
+    readings = store.query(
+        "SELECT variant_id, stress_level, host_loop_ms AS timed_reading FROM model_benchmarks WHERE status = 'ok'"
+    )
+    cases = cases.merge(readings, on=["variant_id", "stress_level"])
+    assert cases["host_loop_ms"].notna().all()
+    assert cases["host_loop_ms"].to_numpy() == pytest.approx(cases["timed_reading"].to_numpy())
+    assert cases["predicted_at_reading_ms"].notna().all()
+    reference = Predictor.load(predictor_path(Path(hase.data_directory), "cpu")).composition.host_loop_ms
+    shipped = cases[cases["setting"].isin(["trained_on_all", "never_seen"])]
+    idle, loaded = shipped[shipped["stress_level"] == 0], shipped[shipped["stress_level"] > 0]
+    factor = 1 + CPU_HOST_ELASTICITY * (idle["host_loop_ms"] / reference - 1)
+    assert len(idle) and len(loaded)
+    assert idle["predicted_at_reading_ms"].to_numpy() == pytest.approx((idle["predicted_mean_ms"] * factor).to_numpy())
+    assert loaded["predicted_at_reading_ms"].to_numpy() == pytest.approx(loaded["predicted_mean_ms"].to_numpy())
+    report = (hase.paths().root / "reports" / "cpu" / "evaluation.md").read_text()
+    assert "## At each timing's host reading" in report and "at_reading_mape_pct" in report
+
+
 def test_held_out_model_is_measured_but_never_trained_on(trained: dict) -> None:
     store = trained["hase"].warehouse()
     only_held_out = store.query(

@@ -10,7 +10,9 @@ a new model). Design-space probes (family ``design_space``) are training samples
 trains on them and none is a test case. Baselines on the same cases:
 ``flops_proportional`` (model ms = c x FLOPs, c fitted per stress level on the other architectures)
 and ``idle_kernel_sum`` (sum of the model's kernels measured alone on an idle device: what a
-load-blind predictor says).
+load-blind predictor says). Where a model timing carries its host loop reading and the setting's
+composition a host reference, each case is also predicted at that reading (``hase predict --host-reading``,
+:func:`hase_dagster.learn.host_speed.at_host_reading`), reported beside the figure as predicted.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hase_dagster.learn.host_speed import CPU_HOST_ELASTICITY, at_host_reading
 from hase_dagster.learn.memory_evaluation import evaluate_memory
 from hase_dagster.learn.model_timings import TimedModel
-from hase_dagster.learn.predict import predict_model
+from hase_dagster.learn.predict import ModelPrediction, predict_model
 from hase_dagster.learn.training import (
     Predictor,
     background_load,
@@ -155,10 +158,12 @@ def evaluate(
                 predictor.regressor,
                 predictor.composition,
                 load,
-                f"measured background at stress {level:.2f}",
+                # "idle" first, as a bundle's idle load is named: the host-reading rule moves idle CPU runs only
+                f"{'idle, ' if level == 0 else ''}measured background at stress {level:.2f}",
                 int(row["batch_size"]),
             )
             predictions[(setting, variant, level)] = prediction
+            reading = row.get("host_loop_ms")
             rows.append(
                 {
                     "setting": setting,
@@ -178,6 +183,8 @@ def evaluate(
                     "fallback_kernels": prediction.coverage["fallback"],
                     "flops_proportional_ms": per_flop * flops[variant],
                     "idle_kernel_sum_ms": float(idle_sums.get(variant, np.nan)),
+                    "host_loop_ms": float(reading) if reading is not None and reading > 0 else np.nan,
+                    "predicted_at_reading_ms": _at_reading(prediction, reading, predictor),
                 }
             )
     cases = pd.DataFrame(rows)
@@ -209,16 +216,57 @@ def evaluate(
     }
     speedups = precision_speedups(cases, models)
     memory = evaluate_memory(store, ep, kernels).markdown
-    markdown = "\n\n".join(
-        [
-            _markdown(ep, cases, summaries, worst),
-            _reference_rows_markdown(store, ep),
-            _speedup_markdown(speedups),
-            _kernel_precision_markdown(store, ep),
-            memory,
-        ]
-    )
+    sections = [
+        _markdown(ep, cases, summaries, worst),
+        _host_reading_markdown(cases),
+        _reference_rows_markdown(store, ep),
+        _speedup_markdown(speedups),
+        _kernel_precision_markdown(store, ep),
+        memory,
+    ]
+    markdown = "\n\n".join(section for section in sections if section)
     return Evaluation(cases, summaries["stress_level"], worst, markdown, speedups)
+
+
+def _at_reading(prediction: ModelPrediction, reading: float | None, predictor: Predictor) -> float:
+    """A CPU case's prediction at its timing's host reading, or NaN where the timing has no reading or the
+    composition no reference. GPU cases get NaN: their load rule needs the idle twin a bundle's prediction
+    carries, and readings taken around the window did not follow an H200 host (results/cpu-general/gpu-setAN)."""
+    composition = predictor.composition
+    if prediction.ep != "cpu" or reading is None or not reading > 0 or composition.host_loop_ms is None:
+        return float("nan")
+    python = composition.host_loop_python or ""
+    return at_host_reading(prediction, float(reading), composition.host_loop_ms, python, python).predicted_ms
+
+
+def _host_reading_markdown(cases: pd.DataFrame) -> str:
+    """Each setting by stress level as predicted and at each timing's own host reading; empty without readings."""
+    read = cases.dropna(subset=["predicted_at_reading_ms"])
+    if read.empty:
+        return ""
+    read = read.assign(at_reading_pct=(read["predicted_at_reading_ms"] / read["measured_mean_ms"] - 1) * 100)
+    rows = []
+    for (setting, level), group in read.groupby(["setting", "stress_level"]):
+        rows.append(
+            {
+                "setting": setting,
+                "stress_level": level,
+                "cases": len(group),
+                "reading_ms_median": group["host_loop_ms"].median(),
+                "as_predicted_mape_pct": group["error_pct"].abs().mean(),
+                "as_predicted_within_10_pct": (group["error_pct"].abs() <= 10).mean() * 100,
+                "at_reading_mape_pct": group["at_reading_pct"].abs().mean(),
+                "at_reading_within_10_pct": (group["at_reading_pct"].abs() <= 10).mean() * 100,
+            }
+        )
+    return (
+        "## At each timing's host reading\n\n"
+        "Every model timing reads the host core's loop before its warm-up and after its window "
+        "(`host_loop_ms`); `hase predict --host-reading` scales a prediction from the composition's reference "
+        f"(the median idle reading of the timings it was fitted on): a CPU prediction at idle by "
+        f"1 + {CPU_HOST_ELASTICITY} (reading / reference - 1), a loaded one not at all. The figures above are as "
+        "predicted, without a reading.\n\n" + pd.DataFrame(rows).round(3).to_markdown(index=False)
+    )
 
 
 def precision_speedups(cases: pd.DataFrame, models: pd.DataFrame) -> pd.DataFrame:
