@@ -157,11 +157,13 @@ def fold_constant_nodes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[s
     inputs = {value.name for value in model.graph.input}
     constant = {init.name for init in model.graph.initializer if init.name not in inputs}
     folded_nodes = []
-    for node in model.graph.node:  # ONNX graphs are stored in topological order
+    folded_indices: set[int] = set()  # by position: nodes may be unnamed
+    for index, node in enumerate(model.graph.node):  # ONNX graphs are stored in topological order
         if node.domain not in ("", "ai.onnx") or node.op_type.startswith("Random"):
             continue
         if all(not name or name in constant for name in node.input):
             folded_nodes.append(node)
+            folded_indices.add(index)
             constant.update(name for name in node.output if name)
     if not folded_nodes:
         return model, {}
@@ -179,8 +181,7 @@ def fold_constant_nodes(model: onnx.ModelProto) -> tuple[onnx.ModelProto, dict[s
     values = dict(zip(outputs, session.run(outputs, {})))
     folded = onnx.ModelProto()
     folded.CopyFrom(model)
-    folded_names = {node.name for node in folded_nodes}
-    kept = [node for node in folded.graph.node if node.name not in folded_names]
+    kept = [node for index, node in enumerate(folded.graph.node) if index not in folded_indices]
     del folded.graph.node[:]
     folded.graph.node.extend(kept)
     used = {name for node in kept for name in node.input} | {value.name for value in folded.graph.output}
