@@ -163,7 +163,8 @@ def evaluate(
                 int(row["batch_size"]),
             )
             predictions[(setting, variant, level)] = prediction
-            reading = row.get("host_loop_ms")
+            raw = row.get("host_loop_ms")
+            reading = float(raw) if raw is not None and raw > 0 else np.nan  # NaN where the timing has none
             rows.append(
                 {
                     "setting": setting,
@@ -183,7 +184,7 @@ def evaluate(
                     "fallback_kernels": prediction.coverage["fallback"],
                     "flops_proportional_ms": per_flop * flops[variant],
                     "idle_kernel_sum_ms": float(idle_sums.get(variant, np.nan)),
-                    "host_loop_ms": float(reading) if reading is not None and reading > 0 else np.nan,
+                    "host_loop_ms": reading,
                     "predicted_at_reading_ms": _at_reading(prediction, reading, predictor),
                 }
             )
@@ -228,15 +229,15 @@ def evaluate(
     return Evaluation(cases, summaries["stress_level"], worst, markdown, speedups)
 
 
-def _at_reading(prediction: ModelPrediction, reading: float | None, predictor: Predictor) -> float:
-    """A CPU case's prediction at its timing's host reading, or NaN where the timing has no reading or the
+def _at_reading(prediction: ModelPrediction, reading: float, predictor: Predictor) -> float:
+    """A CPU case's prediction at its timing's host reading, or NaN where the timing has no reading (NaN) or the
     composition no reference. GPU cases get NaN: their load rule needs the idle twin a bundle's prediction
     carries, and readings taken around the window did not follow an H200 host (results/cpu-general/gpu-setAN)."""
     composition = predictor.composition
-    if prediction.ep != "cpu" or reading is None or not reading > 0 or composition.host_loop_ms is None:
+    if prediction.ep != "cpu" or not reading > 0 or composition.host_loop_ms is None:
         return float("nan")
     python = composition.host_loop_python or ""
-    return at_host_reading(prediction, float(reading), composition.host_loop_ms, python, python).predicted_ms
+    return at_host_reading(prediction, reading, composition.host_loop_ms, python, python).predicted_ms
 
 
 def _host_reading_markdown(cases: pd.DataFrame) -> str:

@@ -49,10 +49,16 @@ def host_bound_share(gpu_busy_share: float, gain: float = HOST_SHARE_GAIN, idle_
     return min(1.0, max(0.0, gain * (1.0 - gpu_busy_share))) * min(1.0, max(0.0, idle_share))
 
 
+def reading_factor(share: float, reading_ms: float, reference_ms: float) -> float:
+    """What a prediction is multiplied by when ``share`` of it moves with the host and the loop reads ``reading_ms``
+    where its timings read ``reference_ms`` (plain arithmetic: pandas Series work elementwise too)."""
+    return 1.0 + share * (reading_ms / reference_ms - 1.0)
+
+
 def host_speed_factor(gpu_busy_share: float, reading_ms: float, reference_ms: float, idle_share: float = 1.0) -> float:
-    """What a prediction is multiplied by for a host reading ``reading_ms`` where its timings read ``reference_ms``
-    (``idle_share`` as in :func:`host_bound_share`)."""
-    return 1.0 + host_bound_share(gpu_busy_share, idle_share=idle_share) * (reading_ms / reference_ms - 1.0)
+    """What a GPU prediction is multiplied by for a host reading ``reading_ms`` where its timings read
+    ``reference_ms`` (``idle_share`` as in :func:`host_bound_share`)."""
+    return reading_factor(host_bound_share(gpu_busy_share, idle_share=idle_share), reading_ms, reference_ms)
 
 
 def idle_share_of(prediction: ModelPrediction) -> float:
@@ -96,7 +102,7 @@ def at_host_reading(
         raise HaseError(
             f"--host-reading scales the host-bound share of a run; {prediction.model} on {prediction.ep} has none"
         )
-    factor = 1.0 + share * (reading_ms / reference_ms - 1.0)
+    factor = reading_factor(share, reading_ms, reference_ms)
     entry: dict[str, Any] = {
         "reading_ms": round(reading_ms, 4),
         "reference_ms": reference_ms,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hase_dagster.learn.host_speed import CPU_HOST_ELASTICITY
+from hase_dagster.learn.host_speed import CPU_HOST_ELASTICITY, reading_factor
 from hase_dagster.learn.predict import Composition
 from hase_dagster.learn.training import measured_models, with_host_reference
 from warehouse.store import Warehouse
@@ -42,7 +42,7 @@ def main() -> int:
         on=["variant_id", "stress_level", "batch_size"],
     )
     idle = cases["stress_level"] == 0
-    factor = 1 + CPU_HOST_ELASTICITY * (cases["host_loop_ms"] / reference - 1)
+    factor = reading_factor(CPU_HOST_ELASTICITY, cases["host_loop_ms"], reference)
     cases["at_reading_pct"] = (
         cases["predicted_mean_ms"] * factor.where(idle, 1.0) / cases["measured_mean_ms"] - 1
     ) * 100
@@ -50,7 +50,7 @@ def main() -> int:
     # stress level (beside the stressor the loop reads the contention as well as the host's state).
     trained = models[~models["held_out"].astype(bool)]
     level_reference = cases["stress_level"].map(trained.groupby("stress_level")["host_loop_ms"].median())
-    level_factor = 1 + CPU_HOST_ELASTICITY * (cases["host_loop_ms"] / level_reference - 1)
+    level_factor = reading_factor(CPU_HOST_ELASTICITY, cases["host_loop_ms"], level_reference)
     cases["at_level_reading_pct"] = (
         cases["predicted_mean_ms"] * factor.where(idle, level_factor) / cases["measured_mean_ms"] - 1
     ) * 100
@@ -59,31 +59,20 @@ def main() -> int:
         f"{CPU_HOST_ELASTICITY}; loaded cases are left as predicted. The last column (exploratory) also moves a "
         "loaded case, against the median reading of the trained-on timings at its stress level.\n"
     )
-    rows = []
-    for (setting, level), group in cases.groupby(["setting", "stress_level"]):
-        rows.append(
-            {
-                "setting": setting,
-                "stress": level,
-                "cases": len(group),
-                "loop ms (median)": round(group["host_loop_ms"].median(), 3),
-                "as predicted": summary(group["error_pct"]),
-                "at the reading": summary(group["at_reading_pct"]),
-                "loaded too, at its level's reference": summary(group["at_level_reading_pct"]),
-            }
-        )
-    for setting, group in cases.groupby("setting"):
-        rows.append(
-            {
-                "setting": setting,
-                "stress": "all",
-                "cases": len(group),
-                "loop ms (median)": round(group["host_loop_ms"].median(), 3),
-                "as predicted": summary(group["error_pct"]),
-                "at the reading": summary(group["at_reading_pct"]),
-                "loaded too, at its level's reference": summary(group["at_level_reading_pct"]),
-            }
-        )
+    groups = [(key, group) for key, group in cases.groupby(["setting", "stress_level"])]
+    groups += [((setting, "all"), group) for setting, group in cases.groupby("setting")]
+    rows = [
+        {
+            "setting": setting,
+            "stress": level,
+            "cases": len(group),
+            "loop ms (median)": round(group["host_loop_ms"].median(), 3),
+            "as predicted": summary(group["error_pct"]),
+            "at the reading": summary(group["at_reading_pct"]),
+            "loaded too, at its level's reference": summary(group["at_level_reading_pct"]),
+        }
+        for (setting, level), group in groups
+    ]
     print(pd.DataFrame(rows).to_markdown(index=False))
     return 0
 
