@@ -7,10 +7,11 @@ H100's design-space probes, and the H200 has timed few dense convolutions over c
 two. This grid samples them on the device itself.
 
 The configurations are drawn with a fixed seed over the ranges real networks use, not chosen by hand: k in
-{1, 1, 1, 3, 3, 5, 7}, stride 1 three times in four and 2 otherwise, C_in log-uniform over 32-2048 and C_out = C_in x 2^u, u uniform in [-2, 2]
-(real networks keep, expand or reduce by up to 4x), both rounded to a multiple of 8 within 16-2048, an output map from 7 to 56 px (odd sizes included: 17, 19, 35 are Inception's and Xception's), the
-input map at most 112 px and 96 x 224 x 224 values, the weight at most 16 M parameters and at most 4 GFLOP a sample.
-Built with onnx.helper (no torch), random weights.
+{1, 1, 1, 3, 3, 5, 7}, stride 1 three times in four and 2 otherwise, C_in log-uniform over 32-2048 and
+C_out = C_in x 2^u with u uniform in [-2, 2] (real networks keep, expand or reduce by up to 4x), both rounded to a
+multiple of 8 within 16-2048, an output map from 7 to 56 px (odd sizes included: 17, 19, 35 are Inception's and
+Xception's), the input map at most 112 px and 96 x 224 x 224 values, the weight at most 16 M parameters and at most
+4 GFLOP a sample. Built with onnx.helper (no torch), random weights.
 
     python3 export_grid.py OUT_DIR [BATCHES]     # BATCHES comma-separated, default 1,16,64
     python3 export_grid.py --list                # the configurations, one name per line
@@ -49,9 +50,8 @@ class DenseConv(NamedTuple):
 
     @property
     def name(self) -> str:
-        return (
-            f"dc_k{self.kernel}_s{self.stride}_i{self.in_channels}_o{self.out_channels}_p{self.output_map}"
-            + ("_r" if self.relu else "")
+        return f"dc_k{self.kernel}_s{self.stride}_i{self.in_channels}_o{self.out_channels}_p{self.output_map}" + (
+            "_r" if self.relu else ""
         )
 
     @property
@@ -104,7 +104,11 @@ def write(path: Path, cfg: DenseConv, batch: int, seed: int) -> None:
     conv_out = "conv" if cfg.relu else "output"
     nodes = [
         helper.make_node(
-            "Conv", ["input", "weight", "bias"], [conv_out], kernel_shape=[k, k], strides=[cfg.stride] * 2,
+            "Conv",
+            ["input", "weight", "bias"],
+            [conv_out],
+            kernel_shape=[k, k],
+            strides=[cfg.stride] * 2,
             pads=[pad] * 4,
         )
     ]
