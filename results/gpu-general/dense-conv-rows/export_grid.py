@@ -1,7 +1,7 @@
 """Export the dense-convolution probe grid (issue 11): one ``Conv(C_in, C_out, k x k, stride s, pad k // 2)`` with a
-bias, half of them followed by a ``Relu`` (ORT's CUDA EP fuses it into the convolution, as in real networks), per ONNX
-file. Set AM's xception41 ran 26 pointwise convolutions 728 -> 728 at 19 x 19 on the H200 at 73 TFLOPS where the
-calibrated `h200` bundle read 130 TFLOPS (-44%), while seresnextaa's 1024 -> 1024 ran at 181
+bias per ONNX file, half of them followed by a ``Relu`` (ORT 1.31's CUDA EP runs it as a kernel of its own, as in the
+zoo's tables). Set AM's xception41 ran 26 pointwise convolutions 728 -> 728 at 19 x 19 on the H200 at 73 TFLOPS
+where the calibrated `h200` bundle read 130 TFLOPS (-44%), while seresnextaa's 1024 -> 1024 ran at 181
 (results/gpu-general/user-kernels-am/README.md): the calibration was learned from the zoo's kernels and the
 H100's design-space probes, and the H200 has timed few dense convolutions over channel counts that are not powers of
 two. This grid samples them on the device itself.

@@ -3,8 +3,9 @@ its stress level's load (the background the bundle's own benchmarks measured at 
 level=X` reads it), its mean time against the measured mean. Markdown by batch size x stress level and by groups.
 
     .venv/bin/python results/gpu-general/downsample-rows/score_rows.py TABLES BUNDLE [--only REGEX] [--group REGEX]
+        [--family NAME]
 
-``--only`` keeps rows whose model names (``kernels``' variant ids) match; ``--group`` groups the rows by the
+``--only`` keeps rows whose model names (``kernels``' variant ids) match, ``--family`` the rows of one kernel family; ``--group`` groups the rows by the
 regex's first capture on the model name (default: the kernel size, ``_k(\\d+)_``); ``--csv`` writes the rows.
 """
 
@@ -55,11 +56,14 @@ def main() -> int:
     parser.add_argument("bundle", type=Path)
     parser.add_argument("--only", default=None)
     parser.add_argument("--group", default=r"_k(\d+)_")
+    parser.add_argument("--family", default=None, help="keep the rows of this kernel family (e.g. Conv)")
     parser.add_argument("--csv", type=Path, default=None, help="also write the scored rows here")
     args = parser.parse_args()
     rows = scored_rows(args.tables, args.bundle)
     if args.only:
         rows = rows[rows["model"].str.contains(args.only)]
+    if args.family:
+        rows = rows[rows["family"] == args.family]
     if args.csv:
         columns = ["model", "instance_id", "batch_size", "stress_level", "mean_ms", "predicted_ms", "error_pct"]
         rows[columns].to_csv(args.csv, index=False)
