@@ -4,24 +4,28 @@
 # projection and patch rows of batch 1/16 and 64 and the other 32 configurations' rows (H100 equivalents), keeping the
 # shipped composition, and predicts the 8 held-out configurations' rows. Writes WORK/fold-N/ and WORK/held-out.csv.
 #   bash results/gpu-general/downsample-rows/folds.sh [WORK]      # about 100 s a fold on the 2-core VM
+# GRID names another grid's folder (its export_grid.py and h100-equivalent/), EXTRA tables trained on in every fold:
+#   GRID=results/gpu-general/dense-conv-rows EXTRA=results/gpu-general/downsample-rows/h100-equivalent \
+#     bash results/gpu-general/downsample-rows/folds.sh /tmp/dc-folds
 set -euo pipefail
 D=results/gpu-general/downsample-rows P=results/gpu-general/projection-rows
+G=${GRID:-$D}
 work=${1:-/tmp/ds-folds}
 py=.venv/bin/python hase=.venv/bin/hase
 mkdir -p "$work"
 $py -c "
 import json; p = json.load(open('results/bundles/h100/bundle.json'))['provenance']
 json.dump({k: v for k, v in p.items() if k not in ('training', 'composition_of', 'compute_floor')}, open('$work/provenance.json', 'w'))"
-mapfile -t configs < <($py $D/export_grid.py --list)
+mapfile -t configs < <($py $G/export_grid.py --list)
 for fold in 0 1 2 3 4; do
   f=$work/fold-$fold
   [ -e "$f/held-out.csv" ] && continue
   held=$(for i in "${!configs[@]}"; do if (( i % 5 == fold )); then printf '%s_i|' "${configs[$i]}"; fi; done)
   held="^(?:${held%|})"
-  $py $D/subset_tables.py $D/h100-equivalent "$f/train-rows" --drop "$held"
-  $py $D/subset_tables.py $D/h100-equivalent "$f/held-rows" --keep "$held"
+  $py $D/subset_tables.py $G/h100-equivalent "$f/train-rows" --drop "$held"
+  $py $D/subset_tables.py $G/h100-equivalent "$f/held-rows" --keep "$held"
   $hase merge-tables "$f/merged" results/gpu-general/tables $P/h100-equivalent $P/h100-equivalent-b1-b16 \
-    $P/h100-equivalent-patch-b64 "$f/train-rows" > /dev/null
+    $P/h100-equivalent-patch-b64 ${EXTRA:-} "$f/train-rows" > /dev/null
   $hase predictor export "fold$fold" --tables "$f/merged" --composition-of results/bundles/h100 \
     --kind xgboost_recurrent_base --rules results/static-detection/h100-cuda-ort1.31.1.fusion_rules.json \
     --provenance "$work/provenance.json" --device-profile results/device/h100/gpu --out "$f/bundle" > "$f/export.log"
