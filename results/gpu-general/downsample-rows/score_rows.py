@@ -5,8 +5,9 @@ level=X` reads it), its mean time against the measured mean. Markdown by batch s
     .venv/bin/python results/gpu-general/downsample-rows/score_rows.py TABLES BUNDLE [--only REGEX] [--group REGEX]
         [--family NAME]
 
-``--only`` keeps rows whose model names (``kernels``' variant ids) match, ``--family`` the rows of one kernel family; ``--group`` groups the rows by the
-regex's first capture on the model name (default: the kernel size, ``_k(\\d+)_``); ``--csv`` writes the rows.
+``--only`` keeps rows whose model names (``kernels``' variant ids) match, ``--family`` the rows of one kernel
+family; ``--group`` groups the rows by the regex's first capture on the model name (default: the kernel size,
+``_k(\\d+)_``); ``--csv`` writes the rows.
 """
 
 from __future__ import annotations
