@@ -26,6 +26,9 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # results/gpu-general: grid_export.py
+from grid_export import grid_main  # noqa: E402
+
 SEED = 20261130
 COUNT = 40
 KERNELS = (1, 1, 1, 3, 3, 5, 7)
@@ -128,19 +131,10 @@ def write(path: Path, cfg: DenseConv, batch: int, seed: int) -> None:
 
 
 def main() -> int:
-    if sys.argv[1:] == ["--list"]:
-        print("\n".join(cfg.name for cfg in configurations()))
-        return 0
-    out = Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
-    batches = [int(x) for x in sys.argv[2].split(",")] if len(sys.argv) > 2 else [1, 16, 64]
-    for index, cfg in enumerate(configurations()):
-        for batch in batches:
-            path = out / f"{cfg.name}_b{batch}.onnx"
-            if not path.exists():
-                write(path, cfg, batch, SEED + index)
-    print(len(list(out.glob("dc_*.onnx"))), "files in", out)
-    return 0
+    configs = configurations()
+    return grid_main(
+        sys.argv[1:], [cfg.name for cfg in configs], lambda path, i, batch: write(path, configs[i], batch, SEED + i)
+    )
 
 
 if __name__ == "__main__":

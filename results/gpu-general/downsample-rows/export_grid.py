@@ -20,6 +20,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # results/gpu-general: grid_export.py
+from grid_export import grid_main  # noqa: E402
+
 SEED = 20261129
 COUNT = 40
 KERNELS = (2, 2, 4, 8)
@@ -75,19 +78,10 @@ def write(path: Path, k: int, c: int, m: int, o: int, batch: int, seed: int) -> 
 
 
 def main() -> int:
-    if sys.argv[1:] == ["--list"]:
-        print("\n".join(name(*cfg) for cfg in configurations()))
-        return 0
-    out = Path(sys.argv[1])
-    out.mkdir(parents=True, exist_ok=True)
-    batches = [int(x) for x in sys.argv[2].split(",")] if len(sys.argv) > 2 else [1, 16, 64]
-    for index, cfg in enumerate(configurations()):
-        for batch in batches:
-            path = out / f"{name(*cfg)}_b{batch}.onnx"
-            if not path.exists():
-                write(path, *cfg, batch, SEED + index)
-    print(len(list(out.glob("ds_*.onnx"))), "files in", out)
-    return 0
+    configs = configurations()
+    return grid_main(
+        sys.argv[1:], [name(*cfg) for cfg in configs], lambda path, i, batch: write(path, *configs[i], batch, SEED + i)
+    )
 
 
 if __name__ == "__main__":
