@@ -24,10 +24,9 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # results/gpu-general: grid_export.py
-from grid_export import grid_main  # noqa: E402
+from grid_export import ConvConfig, conv_grid_main, draw_distinct  # noqa: E402
 
 SEED = 20261130
 COUNT = 40
@@ -43,30 +42,13 @@ MAX_WEIGHTS = 16 * 1024 * 1024
 MAX_FLOPS_PER_SAMPLE = 4e9
 
 
-class DenseConv(NamedTuple):
-    kernel: int
-    stride: int
-    in_channels: int
-    out_channels: int
-    output_map: int
-    relu: bool
-
-    @property
-    def name(self) -> str:
-        return f"dc_k{self.kernel}_s{self.stride}_i{self.in_channels}_o{self.out_channels}_p{self.output_map}" + (
-            "_r" if self.relu else ""
-        )
-
-    @property
-    def input_map(self) -> int:
-        return self.output_map * self.stride
-
-    @property
-    def flops_per_sample(self) -> float:
-        return 2.0 * self.in_channels * self.out_channels * self.kernel**2 * self.output_map**2
+def name(cfg: ConvConfig) -> str:
+    return f"dc_k{cfg.kernel}_s{cfg.stride}_i{cfg.in_channels}_o{cfg.out_channels}_p{cfg.output_map}" + (
+        "_r" if cfg.relu else ""
+    )
 
 
-def configurations(count: int = COUNT, seed: int = SEED) -> list[DenseConv]:
+def configurations(count: int = COUNT, seed: int = SEED) -> list[ConvConfig]:
     """``count`` distinct configurations drawn with ``seed`` under the grid's limits, in draw order."""
     import random
 
@@ -76,65 +58,21 @@ def configurations(count: int = COUNT, seed: int = SEED) -> list[DenseConv]:
     def rounded(value: float) -> int:
         return min(CHANNEL_RANGE[1], max(CHANNEL_RANGE[0], round(value / 8) * 8))
 
-    chosen: list[DenseConv] = []
-    while len(chosen) < count:
+    def draw() -> ConvConfig | None:
         kernel, stride = rng.choice(KERNELS), rng.choice(STRIDES)
         c_in = math.exp(rng.uniform(low, high))
         c_out = c_in * 2 ** rng.uniform(-MAX_CHANNEL_RATIO_LOG2, MAX_CHANNEL_RATIO_LOG2)
-        cfg = DenseConv(kernel, stride, rounded(c_in), rounded(c_out), rng.choice(OUTPUT_MAPS), rng.random() < 0.5)
-        if (
-            cfg.input_map > MAX_INPUT_MAP
-            or cfg.in_channels * cfg.input_map**2 > MAX_INPUT_VALUES
-            or cfg.in_channels * cfg.out_channels * cfg.kernel**2 > MAX_WEIGHTS
-            or cfg.flops_per_sample > MAX_FLOPS_PER_SAMPLE
-        ):
-            continue
-        if cfg not in chosen:
-            chosen.append(cfg)
-    return chosen
+        channels = rounded(c_in), rounded(c_out)
+        cfg = ConvConfig(kernel, stride, *channels, rng.choice(OUTPUT_MAPS), relu=rng.random() < 0.5)
+        if not cfg.within(MAX_INPUT_MAP, MAX_INPUT_VALUES, MAX_WEIGHTS, MAX_FLOPS_PER_SAMPLE):
+            return None
+        return cfg
 
-
-def write(path: Path, cfg: DenseConv, batch: int, seed: int) -> None:
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(seed)
-    k, c_in, c_out = cfg.kernel, cfg.in_channels, cfg.out_channels
-    weight = (rng.standard_normal((c_out, c_in, k, k), dtype=np.float32) / np.sqrt(c_in * k * k)).astype(np.float32)
-    bias = (rng.standard_normal(c_out, dtype=np.float32) * 0.01).astype(np.float32)
-    pad = k // 2
-    conv_out = "conv" if cfg.relu else "output"
-    nodes = [
-        helper.make_node(
-            "Conv",
-            ["input", "weight", "bias"],
-            [conv_out],
-            kernel_shape=[k, k],
-            strides=[cfg.stride] * 2,
-            pads=[pad] * 4,
-        )
-    ]
-    if cfg.relu:
-        nodes.append(helper.make_node("Relu", ["conv"], ["output"]))
-    graph = helper.make_graph(
-        nodes,
-        cfg.name,
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, c_in, cfg.input_map, cfg.input_map])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, c_out, cfg.output_map, cfg.output_map])],
-        [numpy_helper.from_array(weight, "weight"), numpy_helper.from_array(bias, "bias")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, str(path))
+    return draw_distinct(count, draw)
 
 
 def main() -> int:
-    configs = configurations()
-    return grid_main(
-        sys.argv[1:], [cfg.name for cfg in configs], lambda path, i, batch: write(path, configs[i], batch, SEED + i)
-    )
+    return conv_grid_main(sys.argv[1:], configurations(), name, SEED)
 
 
 if __name__ == "__main__":

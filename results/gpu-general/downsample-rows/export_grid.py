@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # results/gpu-general: grid_export.py
-from grid_export import grid_main  # noqa: E402
+from grid_export import grid_main, write_conv_model  # noqa: E402
 
 SEED = 20261129
 COUNT = 40
@@ -55,26 +55,7 @@ def name(k: int, c: int, m: int, o: int) -> str:
 
 
 def write(path: Path, k: int, c: int, m: int, o: int, batch: int, seed: int) -> None:
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(seed)
-    p = k * o
-    weight = (rng.standard_normal((m * c, c, k, k), dtype=np.float32) / np.sqrt(c * k * k)).astype(np.float32)
-    bias = (rng.standard_normal(m * c, dtype=np.float32) * 0.01).astype(np.float32)
-    node = helper.make_node("Conv", ["input", "weight", "bias"], ["output"], kernel_shape=[k, k], strides=[k, k])
-    graph = helper.make_graph(
-        [node],
-        name(k, c, m, o),
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, c, p, p])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, m * c, o, o])],
-        [numpy_helper.from_array(weight, "weight"), numpy_helper.from_array(bias, "bias")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    onnx.save(model, str(path))
+    write_conv_model(path, name(k, c, m, o), batch, (c, m * c), (k * o, o), k, k, seed)
 
 
 def main() -> int:

@@ -22,10 +22,9 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # results/gpu-general: grid_export.py
-from grid_export import grid_main  # noqa: E402
+from grid_export import ConvConfig, conv_grid_main, draw_distinct  # noqa: E402
 
 SEED = 20261201
 COUNT = 40
@@ -40,88 +39,31 @@ MAX_INPUT_VALUES = 96 * 224 * 224
 MAX_FLOPS_PER_SAMPLE = 4e9
 
 
-class GroupConv(NamedTuple):
-    kernel: int
-    stride: int
-    groups: int
-    group_width: int
-    output_map: int
-
-    @property
-    def channels(self) -> int:
-        return self.groups * self.group_width
-
-    @property
-    def name(self) -> str:
-        return f"gc_k{self.kernel}_s{self.stride}_g{self.groups}_w{self.group_width}_p{self.output_map}"
-
-    @property
-    def input_map(self) -> int:
-        return self.output_map * self.stride
-
-    @property
-    def flops_per_sample(self) -> float:
-        return 2.0 * self.channels * self.group_width * self.kernel**2 * self.output_map**2
+def name(cfg: ConvConfig) -> str:
+    return f"gc_k{cfg.kernel}_s{cfg.stride}_g{cfg.groups}_w{cfg.in_channels // cfg.groups}_p{cfg.output_map}"
 
 
-def configurations(count: int = COUNT, seed: int = SEED) -> list[GroupConv]:
+def configurations(count: int = COUNT, seed: int = SEED) -> list[ConvConfig]:
     """``count`` distinct configurations drawn with ``seed`` under the grid's limits, in draw order."""
     import random
 
     rng = random.Random(seed)
     low, high = (math.log(w) for w in GROUP_WIDTH_RANGE)
-    chosen: list[GroupConv] = []
-    while len(chosen) < count:
+
+    def draw() -> ConvConfig | None:
         width = max(GROUP_WIDTH_RANGE[0], round(math.exp(rng.uniform(low, high)) / 8) * 8)
-        cfg = GroupConv(rng.choice(KERNELS), rng.choice(STRIDES), rng.choice(GROUPS), width, rng.choice(OUTPUT_MAPS))
-        if (
-            cfg.channels > MAX_CHANNELS
-            or cfg.input_map > MAX_INPUT_MAP
-            or cfg.channels * cfg.input_map**2 > MAX_INPUT_VALUES
-            or cfg.flops_per_sample > MAX_FLOPS_PER_SAMPLE
-        ):
-            continue
-        if cfg not in chosen:
-            chosen.append(cfg)
-    return chosen
+        kernel, stride, groups = rng.choice(KERNELS), rng.choice(STRIDES), rng.choice(GROUPS)
+        channels = groups * width
+        cfg = ConvConfig(kernel, stride, channels, channels, rng.choice(OUTPUT_MAPS), groups)
+        if channels > MAX_CHANNELS or not cfg.within(MAX_INPUT_MAP, MAX_INPUT_VALUES, max_flops=MAX_FLOPS_PER_SAMPLE):
+            return None
+        return cfg
 
-
-def write(path: Path, cfg: GroupConv, batch: int, seed: int) -> None:
-    import numpy as np
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
-
-    rng = np.random.default_rng(seed)
-    k, c, w = cfg.kernel, cfg.channels, cfg.group_width
-    weight = (rng.standard_normal((c, w, k, k), dtype=np.float32) / np.sqrt(w * k * k)).astype(np.float32)
-    bias = (rng.standard_normal(c, dtype=np.float32) * 0.01).astype(np.float32)
-    node = helper.make_node(
-        "Conv",
-        ["input", "weight", "bias"],
-        ["output"],
-        kernel_shape=[k, k],
-        strides=[cfg.stride] * 2,
-        pads=[k // 2] * 4,
-        group=cfg.groups,
-    )
-    graph = helper.make_graph(
-        [node],
-        cfg.name,
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [batch, c, cfg.input_map, cfg.input_map])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [batch, c, cfg.output_map, cfg.output_map])],
-        [numpy_helper.from_array(weight, "weight"), numpy_helper.from_array(bias, "bias")],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, str(path))
+    return draw_distinct(count, draw)
 
 
 def main() -> int:
-    configs = configurations()
-    return grid_main(
-        sys.argv[1:], [cfg.name for cfg in configs], lambda path, i, batch: write(path, configs[i], batch, SEED + i)
-    )
+    return conv_grid_main(sys.argv[1:], configurations(), name, SEED)
 
 
 if __name__ == "__main__":
