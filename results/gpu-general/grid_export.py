@@ -1,7 +1,9 @@
-"""The command line the probe-grid exporters share (``downsample-rows/export_grid.py``,
-``dense-conv-rows/export_grid.py``): ``--list`` prints the grid's configuration names, one a line; ``OUT_DIR
-[BATCHES]`` writes each configuration at each batch size (comma-separated, default 1,16,64) as
-``OUT_DIR/NAME_bB.onnx``, skipping files already there.
+"""What the probe-grid exporters share (``downsample-rows``, ``dense-conv-rows`` and ``group-conv-rows``'
+``export_grid.py``): a convolution's configuration and its limits (:class:`ConvConfig`), distinct draws in draw order
+(:func:`draw_distinct`), one ``Conv`` (and ``Relu``) written as an ONNX file (:func:`write_conv_model`), and the command
+line (:func:`grid_main`): ``--list`` prints the grid's configuration names, one a line; ``OUT_DIR [BATCHES]`` writes
+each configuration at each batch size (comma-separated, default 1,16,64) as ``OUT_DIR/NAME_bB.onnx``, skipping files
+already there.
 """
 
 from __future__ import annotations
