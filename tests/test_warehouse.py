@@ -145,3 +145,11 @@ def test_missing_values_are_stored_as_null_even_in_integer_columns(tmp_path: Pat
     stored = store.query("SELECT instance_id, n, mean_ms FROM kernel_benchmarks ORDER BY instance_id")
     assert stored["n"].isna().tolist() == [False, True, False]
     assert stored["n"].dropna().tolist() == [50, 20] and stored["mean_ms"].isna().tolist() == [False, True, False]
+
+
+def test_an_error_cell_reads_the_mape_and_the_share_within_ten_percent() -> None:
+    from hase_dagster.learn.reports import error_cell
+
+    # |errors| 5, 10, 15, 30: MAPE 15.0, two of four within +-10% (10 counts as within)
+    assert error_cell(pd.Series([-5.0, 10.0, -15.0, 30.0])) == "15.0% (50%)"
+    assert error_cell(pd.Series([2.5])) == "2.5% (100%)"

@@ -151,6 +151,19 @@ def merge_exports(
     return written
 
 
+def error_cell(errors_pct: pd.Series) -> str:
+    """One table cell for signed percent errors: their MAPE and, in brackets, the share within +-10%.
+
+    Args:
+        errors_pct: signed errors, predicted over measured minus one, in percent.
+
+    Returns:
+        For example ``"8.4% (72%)"``.
+    """
+    absolute = errors_pct.abs()
+    return f"{absolute.mean():.1f}% ({(absolute <= 10).mean() * 100:.0f}%)"
+
+
 def _md(frame: pd.DataFrame, digits: int = 3) -> str:
     return frame.round(digits).to_markdown(index=False) if len(frame) else "_no rows_"
 

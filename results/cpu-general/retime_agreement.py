@@ -18,6 +18,8 @@ import numpy as np
 import pandas as pd
 from score_gpu import predicted, timed  # this script's folder
 
+from hase_dagster.learn.reports import error_cell
+
 
 def agreement(first: Path, second: Path, predictions: Path | None = None) -> pd.DataFrame:
     """One row per file and stress level timed ok in both: ``first_ms``, ``second_ms``, ``difference_pct`` (second
@@ -31,12 +33,10 @@ def agreement(first: Path, second: Path, predictions: Path | None = None) -> pd.
     frame["difference_pct"] = (frame["second_ms"] / frame["first_ms"] - 1) * 100
     frame["mean_ms"] = np.sqrt(frame["first_ms"] * frame["second_ms"])
     if predictions is not None:
-        frame = frame.merge(predicted(predictions)[["model", "stress_level", "predicted_ms"]], on=keys[::2])
+        frame = frame.merge(
+            predicted(predictions)[["model", "stress_level", "predicted_ms"]], on=["model", "stress_level"]
+        )
     return frame
-
-
-def _scores(errors: pd.Series) -> str:
-    return f"{errors.abs().mean():.1f}% ({(errors.abs() <= 10).mean() * 100:.0f}%)"
 
 
 def report(frame: pd.DataFrame) -> str:
@@ -46,13 +46,13 @@ def report(frame: pd.DataFrame) -> str:
     def row(group: pd.DataFrame) -> pd.Series:
         cells = {
             "cases": len(group),
-            "second vs first: mean abs (within 10%)": _scores(group["difference_pct"]),
+            "second vs first: mean abs (within 10%)": error_cell(group["difference_pct"]),
             "median signed": f"{group['difference_pct'].median():+.1f}%",
         }
         if has_predictions:
             for column in ("first_ms", "second_ms", "mean_ms"):
                 errors = (group["predicted_ms"] / group[column] - 1) * 100
-                cells[f"predicted vs {column.removesuffix('_ms')}"] = _scores(errors)
+                cells[f"predicted vs {column.removesuffix('_ms')}"] = error_cell(errors)
         return pd.Series(cells)
 
     by_setting = frame.groupby(["batch_size", "stress_level"]).apply(row, include_groups=False)

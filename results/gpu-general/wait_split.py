@@ -33,6 +33,7 @@ import score_gpu  # noqa: E402
 from hase_dagster.learn import predict  # noqa: E402
 from hase_dagster.learn.bundles import load_bundle  # noqa: E402
 from hase_dagster.learn.predict import Composition, Term  # noqa: E402
+from hase_dagster.learn.reports import error_cell  # noqa: E402
 
 TIMED = ROOT / "results" / "cpu-general"
 # set: (timing folders, ONNX folder)
@@ -88,10 +89,6 @@ def fit(tables: list[tuple], frame: pd.DataFrame, without: str, one_term: bool) 
     return Composition.fit(tables + list(beside.point))
 
 
-def summary(errors: pd.Series) -> str:
-    return f"{errors.abs().mean():.1f}% ({(errors.abs() <= 10).mean() * 100:.0f}%)"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("bundle")
@@ -128,9 +125,9 @@ def main() -> None:
         lambda p: pd.Series(
             {
                 "cases": len(p),
-                "all": f"{summary(p['one term error'])} -> {summary(p['split error'])}",
-                "batch 16/64": f"{summary(p[p.batch >= 16]['one term error'])} -> "
-                f"{summary(p[p.batch >= 16]['split error'])}",
+                "all": f"{error_cell(p['one term error'])} -> {error_cell(p['split error'])}",
+                "batch 16/64": f"{error_cell(p[p.batch >= 16]['one term error'])} -> "
+                f"{error_cell(p[p.batch >= 16]['split error'])}",
             }
         ),
         include_groups=False,
@@ -138,10 +135,10 @@ def main() -> None:
     print(by_set.to_markdown())
     print("\n## Pooled over the scored sets, by batch and stress level\n")
     cells = cases.groupby(["batch", "level"]).apply(
-        lambda p: f"{summary(p['one term error'])} -> {summary(p['split error'])}", include_groups=False
+        lambda p: f"{error_cell(p['one term error'])} -> {error_cell(p['split error'])}", include_groups=False
     )
     print(cells.unstack().to_markdown())
-    print(f"\nAll {len(cases)}: {summary(cases['one term error'])} -> {summary(cases['split error'])}")
+    print(f"\nAll {len(cases)}: {error_cell(cases['one term error'])} -> {error_cell(cases['split error'])}")
     composition = fit(tables, frame, "", one_term=False)
     coefficients = {k: round(v, 3) for k, v in composition.mean_coefficients.items()}
     print(f"\nThe split fitted on every training set: {coefficients}, wait share {composition.wait_gpu_share}")

@@ -18,12 +18,9 @@ import pandas as pd
 
 from hase_dagster.learn.host_speed import CPU_HOST_ELASTICITY, reading_factor
 from hase_dagster.learn.predict import Composition
+from hase_dagster.learn.reports import error_cell
 from hase_dagster.learn.training import measured_models, with_host_reference
 from warehouse.store import Warehouse
-
-
-def summary(errors: pd.Series) -> str:
-    return f"{errors.abs().mean():.1f}% ({(errors.abs() <= 10).mean() * 100:.0f}%)"
 
 
 def main() -> int:
@@ -67,9 +64,9 @@ def main() -> int:
             "stress": level,
             "cases": len(group),
             "loop ms (median)": round(group["host_loop_ms"].median(), 3),
-            "as predicted": summary(group["error_pct"]),
-            "at the reading": summary(group["at_reading_pct"]),
-            "loaded too, at its level's reference": summary(group["at_level_reading_pct"]),
+            "as predicted": error_cell(group["error_pct"]),
+            "at the reading": error_cell(group["at_reading_pct"]),
+            "loaded too, at its level's reference": error_cell(group["at_level_reading_pct"]),
         }
         for (setting, level), group in groups
     ]

@@ -14,9 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-
-def _cell(errors: pd.Series) -> str:
-    return f"{errors.abs().mean():.1f}% ({(errors.abs() <= 10).mean() * 100:.0f}%)"
+from hase_dagster.learn.reports import error_cell
 
 
 def comparison(tables: Path, shipped: Path, held_out: Path) -> pd.DataFrame:
@@ -32,10 +30,10 @@ def comparison(tables: Path, shipped: Path, held_out: Path) -> pd.DataFrame:
     frame["kernel"] = frame["model"].str.extract(r"_k(\d+)_")[0]
     rows = []
     for (family, kernel, batch), group in frame.groupby(["family", "kernel", "batch_size"]):
-        rows.append((family, kernel, batch, len(group), _cell(group["shipped"]), _cell(group["held_out"])))
+        rows.append((family, kernel, batch, len(group), error_cell(group["shipped"]), error_cell(group["held_out"])))
     for family, group in frame.groupby("family"):
-        rows.append((family, "all", "all", len(group), _cell(group["shipped"]), _cell(group["held_out"])))
-    rows.append(("all", "all", "all", len(frame), _cell(frame["shipped"]), _cell(frame["held_out"])))
+        rows.append((family, "all", "all", len(group), error_cell(group["shipped"]), error_cell(group["held_out"])))
+    rows.append(("all", "all", "all", len(frame), error_cell(frame["shipped"]), error_cell(frame["held_out"])))
     return pd.DataFrame(rows, columns=["family", "k", "batch", "rows", "shipped", "held out"])
 
 
