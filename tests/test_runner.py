@@ -32,16 +32,31 @@ def test_loop_count_is_honoured_and_window_ordered(relu_like_kernel: Path) -> No
     assert timing.intra_op_num_threads == 1 and timing.cudnn_conv_algo_search is None
 
 
-def test_the_host_core_is_read_around_the_samples_and_never_between(relu_like_kernel: Path) -> None:
+def test_the_host_core_is_read_around_the_samples_and_never_between(
+    relu_like_kernel: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from hase_dagster.measure import runner as runner_module
     from hase_dagster.measure.host_speed import host_loop_reading
 
-    summarize([1.0, 2.0])  # its first call imports its statistics inside the window: not what this measures
+    # Each reading's span on the wall clock the window is stamped with: a reading inside the window would add its
+    # time to the samples'.
+    spans: list[tuple[int, int]] = []
+
+    def recorded_reading(*args: float, **kwargs: float) -> float:
+        started = time.time_ns()
+        value = host_loop_reading(*args, **kwargs)
+        spans.append((started, time.time_ns()))
+        return value
+
+    monkeypatch.setattr(runner_module, "host_loop_reading", recorded_reading)
     timing = time_model(relu_like_kernel, "cpu", TimingOptions(warmup=2, min_loops=20, max_loops=20, min_seconds=0))
     reading = host_loop_reading(0.1)
     assert timing.host_loop_ms is not None and 0.25 * reading < timing.host_loop_ms < 4 * reading
-    # Nothing but samples inside the timed window: a reading there would add a whole reading's time to it.
-    window_ms = (timing.end_ns - timing.start_ns) / 1e6
-    assert window_ms < timing.mean_ms * timing.n + 0.75 * timing.host_loop_ms
+    assert len(spans) == 2
+    (before_start, before_end), (after_start, after_end) = spans
+    assert before_end <= timing.start_ns and timing.end_ns <= after_start
     assert timing.warmup == 2
 
 
