@@ -1,9 +1,9 @@
-"""Read the host's pure-Python loop every second from a lease's start, with the image's Python and no payload.
+"""Read the host's loop (``hase_dagster.measure.host_speed.host_loop_reading``) every second from a lease's start.
 
-The loop is ``hase_dagster.measure.host_speed``'s (``loop_ms`` / ``host_loop_reading``), copied so that it runs
-without the project installed.
+Needs only the repository on the path (that module imports nothing outside the standard library), so it runs with the
+GPU image's Python before the payload is installed.
 
-    python3 host_probe.py SECONDS    # one line a second: seconds since start, loop ms, load average, mean cpu MHz
+    PYTHONPATH=. python3 host_probe.py SECONDS    # a line a second: seconds since start, loop ms, load average, cpu MHz
 """
 
 from __future__ import annotations
@@ -13,23 +13,7 @@ import statistics
 import sys
 import time
 
-
-def loop_ms(iterations: int = 20_000) -> float:
-    """The time of a fixed pure-Python loop, in ms."""
-    started = time.perf_counter_ns()
-    total = 0
-    for i in range(iterations):
-        total += i
-    return (time.perf_counter_ns() - started) / 1e6
-
-
-def host_loop_reading(seconds: float = 0.5, at_least: int = 5) -> float:
-    """The mean :func:`loop_ms` over ``seconds`` of back-to-back readings (at least ``at_least``)."""
-    readings: list[float] = []
-    end = time.perf_counter() + seconds
-    while len(readings) < at_least or time.perf_counter() < end:
-        readings.append(loop_ms())
-    return statistics.fmean(readings)
+from hase_dagster.measure.host_speed import host_loop_reading
 
 
 def main() -> int:
@@ -41,7 +25,7 @@ def main() -> int:
             mhz = [float(line.split(":")[1]) for line in cpuinfo if line.startswith("cpu MHz")]
         with open("/proc/loadavg") as loadavg:
             load = loadavg.read().split()[0]
-        reading, clock = host_loop_reading(), statistics.fmean(mhz)
+        reading, clock = host_loop_reading(0.5), statistics.fmean(mhz)
         print(f"{time.time() - started:6.1f} s loop {reading:.3f} ms load {load} MHz {clock:.0f}", flush=True)
         time.sleep(0.5)
     return 0
