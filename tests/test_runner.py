@@ -55,7 +55,7 @@ def test_the_host_core_is_read_around_the_samples_and_never_between(
     reading = host_loop_reading(0.1)
     assert timing.host_loop_ms is not None and 0.25 * reading < timing.host_loop_ms < 4 * reading
     assert len(spans) == 2
-    (before_start, before_end), (after_start, after_end) = spans
+    (_, before_end), (after_start, _) = spans
     assert before_end <= timing.start_ns and timing.end_ns <= after_start
     assert timing.warmup == 2
 
