@@ -13,9 +13,7 @@ G=${GRID:-$D}
 work=${1:-/tmp/ds-folds}
 py=.venv/bin/python hase=.venv/bin/hase
 mkdir -p "$work"
-$py -c "
-import json; p = json.load(open('results/bundles/h100/bundle.json'))['provenance']
-json.dump({k: v for k, v in p.items() if k not in ('training', 'composition_of', 'compute_floor')}, open('$work/provenance.json', 'w'))"
+$py results/gpu-general/bundle_provenance.py results/bundles/h100 "$work/provenance.json"
 mapfile -t configs < <($py $G/export_grid.py --list)
 for fold in 0 1 2 3 4; do
   f=$work/fold-$fold

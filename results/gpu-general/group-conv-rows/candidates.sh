@@ -10,18 +10,13 @@ F=${FILES:-/tmp/h200sets} W=${WORK:-/tmp/gcand}
 P=results/gpu-general/projection-rows S=results/gpu-general/downsample-rows G=results/gpu-general/group-conv-rows
 rules=results/static-detection/h100-cuda-ort1.31.1.fusion_rules.json
 mkdir -p "$W"
-.venv/bin/python -c "
-import json
-rows = ('40 grouped convolutions (groups 2-32, 32-256 channels a group, k 1/3/5, stride 1/2, 7-56 px out, seed 20261201)'
-        ' at batch 1/4/16/64, stress 0/0.5/1.0, timed on an NVIDIA H200 2026-11-29 (profile gpu_group_conv_probes) and'
-        ' divided by the h200 calibration\'s H200/H100 ratio (0.90-1.0): 480 rows (results/gpu-general/group-conv-rows)')
-p = json.load(open('results/bundles/h100/bundle.json'))['provenance']
-p = {k: v for k, v in p.items() if k not in ('training', 'composition_of', 'compute_floor')}
-json.dump(p | {'group_conv_rows': rows}, open('$W/H100_PROVENANCE.json', 'w'), indent=1)
-p = json.load(open('results/bundles/h200/bundle.json'))['provenance']
-p = {k: v for k, v in p.items() if k not in ('training', 'composition_of', 'compute_floor', 'calibrated_from', 'host_reference')}
-json.dump(p, open('$W/H200_PROVENANCE.json', 'w'))
-json.dump(p | {'group_conv_rows': rows}, open('$W/H200_PROVENANCE_GC.json', 'w'))"
+rows="40 grouped convolutions (groups 2-32, 32-256 channels a group, k 1/3/5, stride 1/2, 7-56 px out, seed 20261201)"
+rows+=" at batch 1/4/16/64, stress 0/0.5/1.0, timed on an NVIDIA H200 2026-11-29 (profile gpu_group_conv_probes) and"
+rows+=" divided by the h200 calibration's H200/H100 ratio (0.90-1.0): 480 rows (results/gpu-general/group-conv-rows)"
+provenance() { .venv/bin/python results/gpu-general/bundle_provenance.py "$@"; }
+provenance results/bundles/h100 "$W/H100_PROVENANCE.json" --add group_conv_rows "$rows"
+provenance results/bundles/h200 "$W/H200_PROVENANCE.json"
+provenance results/bundles/h200 "$W/H200_PROVENANCE_GC.json" --add group_conv_rows "$rows"
 if [ ! -e "$W/h200-gc-cal/bundle.json" ]; then
   .venv/bin/hase merge-tables "$W/merged" results/gpu-general/tables $P/h100-equivalent $P/h100-equivalent-b1-b16 \
     $P/h100-equivalent-patch-b64 $S/h100-equivalent $G/h100-equivalent
@@ -31,14 +26,11 @@ if [ ! -e "$W/h200-gc-cal/bundle.json" ]; then
   .venv/bin/hase predictor calibrate "$W/h100-gc" h200 --tables results/gpu-general/device-calibration/h200/run/tables \
     --reference-tables "$W/merged" --device-profile results/device/h200/gpu --out "$W/h200-gc-cal"
 fi
-fit() {  # fit NAME REGRESSOR PROVENANCE SET...: the composition on the named sets' H200 timings, host reference as shipped
+source results/gpu-general/h200-composition/fit_composition.sh
+fit() {  # fit NAME REGRESSOR PROVENANCE SET...: the composition on the named sets, host reference as shipped
   local name=$1 regressor=$2 provenance=$3; shift 3
-  local timings=()
-  for s in "$@"; do timings+=(--timings "results/cpu-general/gpu-set$s/timings-h200/timings:$F/$s"); done
   [ -e "$W/$name/bundle.json" ] && return 0
-  .venv/bin/hase predictor export h200 --tables results/gpu-general/device-calibration/h200/run/tables \
-    --regressor-of "$regressor" --rules $rules --provenance "$provenance" --device-profile results/device/h200/gpu \
-    "${timings[@]}" --out "$W/$name-comp" > "$W/$name.log"
+  fit_composition "$W/$name-comp" "$regressor" "$provenance" "$F" "$@" > "$W/$name.log"
   .venv/bin/hase predictor host-reference "$W/$name-comp" h200 --readings \
     results/gpu-general/host-speed/h200-2026-11-29/readings.json --python 3.12 --out "$W/$name" >> "$W/$name.log"
 }
