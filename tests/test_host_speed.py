@@ -15,9 +15,10 @@ from hase_dagster.learn.host_speed import (
     HOST_SHARE_GAIN,
     at_host_reading,
     host_bound_share,
+    host_range,
     host_speed_factor,
 )
-from hase_dagster.learn.predict import ModelPrediction
+from hase_dagster.learn.predict import Composition, ModelPrediction
 from hase_dagster.measure.host_speed import host_loop_reading, interpreter, loop_ms
 from hase_dagster.orchestration.cli import main
 
@@ -71,6 +72,26 @@ def test_a_prediction_at_a_host_reading_scales_its_mean_and_p90_and_says_so() ->
         at_host_reading(_prediction(0.5), 0.0, 0.665, "3.12", "3.12")
 
 
+def test_the_host_range_spans_the_fast_and_slow_states_of_the_host_bound_share() -> None:
+    # host-bound (share 1): the whole run moves with the core, from 0.56 / 0.665 to 0.87 / 0.665 of the prediction
+    assert host_range(_prediction(0.2), 0.665, (0.56, 0.87)) == pytest.approx([2.0 * 0.56 / 0.665, 2.0 * 0.87 / 0.665])
+    assert host_range(_prediction(1.0), 0.665, (0.56, 0.87)) == pytest.approx([2.0, 2.0])  # GPU-bound: its point
+    low, high = host_range(_prediction(0.9), 0.665, (0.56, 0.87)) or [0.0, 0.0]
+    assert low < 2.0 < high and high - low < 2.0 * (0.87 - 0.56) / 0.665  # part of the run: part of the span
+    # under load only the idle run's host-bound milliseconds move: the range is narrower than the idle one's
+    loaded = replace(_prediction(0.2, ms=4.0), idle_predicted_ms=1.0)
+    assert host_range(loaded, 0.665, (0.56, 0.87)) == pytest.approx([4.0 - 0.105 / 0.665, 4.0 + 0.205 / 0.665])
+    assert host_range(_prediction(None), 0.665, (0.56, 0.87)) is None  # host-clocked: no busy share, no range
+
+
+@pytest.mark.parametrize("bad", [[0.9, 0.5], [0.0, 0.5], [0.5], ["fast", "slow"], 0.5])
+def test_a_composition_with_a_bad_host_range_is_refused(bad: object) -> None:
+    with pytest.raises(ValueError, match="host_loop_range_ms"):
+        Composition.from_json({"host_loop_ms": 0.6, "host_loop_range_ms": bad})
+    assert Composition.from_json({"host_loop_range_ms": [0.5, 0.9]}).host_loop_range_ms == (0.5, 0.9)
+    assert Composition.from_json({}).host_loop_range_ms is None  # a composition recorded before it: no range
+
+
 def test_host_reference_and_host_reading_through_the_cli(
     resnet18_onnx: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -82,16 +103,24 @@ def test_host_reference_and_host_reading_through_the_cli(
     out = tmp_path / "h200r"
     argv = ["predictor", "host-reference", "h200", "h200r", "--readings", str(readings), "--python", "3.12"]
     assert main([*argv, "--out", str(out)]) == 0
-    assert "host loop reference of 0.7 ms" in capsys.readouterr().out
-    assert load_bundle(out).predictor.composition.host_loop_ms == pytest.approx(0.7)
+    assert "host loop reference of 0.7 ms (fast and slow states 0.62-0.78 ms)" in capsys.readouterr().out
+    composition = load_bundle(out).predictor.composition
+    assert composition.host_loop_ms == pytest.approx(0.7)
+    assert composition.host_loop_range_ms == pytest.approx((0.62, 0.78))  # the readings' deciles, within them
 
     def answer(*extra: str, load: str = "idle") -> dict:
         args = ["predict", str(resnet18_onnx), "--predictor", str(out), "--batch-size", "1", "--load", load, "--json"]
         assert main([*args, "--top", "0", *extra]) == 0
         return json.loads(capsys.readouterr().out)
 
+    idle_b1 = ["--load", "idle", "--batch-size", "1"]
     plain, same, slower = answer(), answer("--host-reading", "0.7"), answer("--host-reading", "1.05")
     assert same["predicted_ms"] == pytest.approx(plain["predicted_ms"])
+    # the range holds the prediction at the reference, and a reading moves the point, not the host's range
+    low, high = plain["host_range_ms"]
+    assert low < plain["predicted_ms"] < high and slower["host_range_ms"] == pytest.approx([low, high])
+    assert main(["predict", str(resnet18_onnx), "--predictor", str(out), *idle_b1, "--top", "0"]) == 0
+    assert f"on the host's fast and slow states: {low:.3f}-{high:.3f} ms" in capsys.readouterr().out
     assert plain["idle_predicted_ms"] == pytest.approx(plain["predicted_ms"], rel=1e-3)
     factor = slower["coverage"]["host_reading"]["factor"]
     assert factor > 1.0 and slower["predicted_ms"] == pytest.approx(plain["predicted_ms"] * factor, rel=1e-3)
@@ -103,7 +132,6 @@ def test_host_reference_and_host_reading_through_the_cli(
     measured = answer("--host-reading", "measure")["coverage"]["host_reading"]
     assert measured["reading_ms"] > 0
 
-    idle_b1 = ["--load", "idle", "--batch-size", "1"]
     broken = tmp_path / "broken.json"
     broken.write_text("[{")
     for args, message in (

@@ -47,6 +47,7 @@ from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
 from hase_dagster.core.paths import SHIPPED_BUNDLES, DataPaths
 from hase_dagster.learn.estimators import dumps, with_tree_arrays
+from hase_dagster.learn.host_speed import host_range
 from hase_dagster.learn.predict import ModelPrediction, predict_model_under
 from hase_dagster.learn.predict_file import model_files, parse_load_spec
 from hase_dagster.learn.training import PREDICTOR_FILE, Predictor
@@ -372,6 +373,10 @@ class Bundle:
                 else:
                     kernels, coverage = self.kernels(path, batch)
                 for prediction in predict_model_under(path.name, kernels, regressor, composition, resolved, batch):
+                    if composition.host_loop_ms is not None and composition.host_loop_range_ms is not None:
+                        prediction.host_range_ms = host_range(
+                            prediction, composition.host_loop_ms, composition.host_loop_range_ms
+                        )
                     prediction.predictor = summary
                     prediction.kernel_source = kernel_source
                     prediction.detection_coverage = coverage or None
@@ -739,9 +744,11 @@ def floor_bundle(source: Bundle, peaks: ComputePeaks, out: str | os.PathLike[str
 
 def host_reference_bundle(
     source: Bundle, readings: list[Path], python: str, out: str | os.PathLike[str], name: str
-) -> tuple[Path, float]:
+) -> tuple[Path, float, tuple[float, float]]:
     """Write bundle ``name`` at ``out``: ``source`` whose composition records the host loop reading typical of the
-    host its timings came from (the median of the readings' windows), for ``hase predict --host-reading``.
+    host its timings came from (the median of the readings' windows), for ``hase predict --host-reading``, and the
+    10th-90th percentile range of the same windows (the host's fast and slow states), for each prediction's
+    ``host_range_ms``.
 
     Args:
         source: a bundle (``out`` may be its own folder: it is read whole first and replaced whole).
@@ -752,7 +759,8 @@ def host_reference_bundle(
         name: its name.
 
     Returns:
-        The bundle folder (everything but the composition's reference is ``source``'s) and the reference in ms.
+        The bundle folder (everything but the composition's reference and range is ``source``'s), the reference
+        and the range (fast, slow), in ms.
 
     Raises:
         HaseError: readings that are missing, unreadable or hold no positive ``loop_mean_ms``.
@@ -779,11 +787,18 @@ def host_reference_bundle(
             f"{', '.join(map(str, readings))}: every loop_mean_ms must be a positive number of ms to take a reference"
         )
     reference = round(statistics.median(windows), 4)
-    composition = replace(source.predictor.composition, host_loop_ms=reference, host_loop_python=python)
+    # The host's fast and slow states: the 10th and 90th percentiles of the same windows, within them (one window: no
+    # spread).
+    deciles = statistics.quantiles(windows, n=10, method="inclusive") if len(windows) > 1 else [windows[0]] * 9
+    loop_range = (round(min(deciles[0], reference), 4), round(max(deciles[-1], reference), 4))
+    composition = replace(
+        source.predictor.composition, host_loop_ms=reference, host_loop_python=python, host_loop_range_ms=loop_range
+    )
     provenance = {
         **source.document.get("provenance", {}),
         "host_reference": {
             "loop_ms": reference,
+            "loop_range_ms": list(loop_range),
             "python": python,
             "windows": len(windows),
             "readings": [str(path) for path in readings],
@@ -792,7 +807,7 @@ def host_reference_bundle(
     }
     predictor = Predictor(source.predictor.regressor, composition)
     evaluation = source.document.get("evaluation", {})
-    return _write_derived_bundle(source, predictor, out, name, provenance, evaluation), reference
+    return _write_derived_bundle(source, predictor, out, name, provenance, evaluation), reference, loop_range
 
 
 def _write_derived_bundle(

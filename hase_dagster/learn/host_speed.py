@@ -68,6 +68,31 @@ def idle_share_of(prediction: ModelPrediction) -> float:
     return min(1.0, prediction.idle_predicted_ms / prediction.predicted_ms)
 
 
+def host_range(
+    prediction: ModelPrediction, reference_ms: float, loop_range_ms: tuple[float, float]
+) -> list[float] | None:
+    """``prediction`` on the host's fast and slow states: the predictions at the two ends of ``loop_range_ms``.
+
+    A GPU host's core switches between two speeds (about 1.7x apart on the H200 host, for tens of seconds at a time:
+    results/gpu-general/host-speed/after-load-probe), and which one a timing meets is not the model's doing. The
+    range moves only the host-bound share (:func:`host_bound_share`): a GPU-bound run's range is its prediction.
+
+    Args:
+        prediction: a device-clocked prediction (it has a ``gpu_busy_share``).
+        reference_ms: the loop reading typical of the host the composition was fitted on.
+        loop_range_ms: the 10th and 90th percentiles of that host's readings, the fast one first.
+
+    Returns:
+        ``[low, high]`` in ms (``low <= predicted_ms <= high`` when the reference lies in the range), or None for a
+        prediction without a busy share (host-clocked EPs).
+    """
+    if prediction.gpu_busy_share is None:
+        return None
+    share = host_bound_share(prediction.gpu_busy_share, idle_share=idle_share_of(prediction))
+    fast, slow = loop_range_ms
+    return [prediction.predicted_ms * reading_factor(share, ms, reference_ms) for ms in (fast, slow)]
+
+
 def at_host_reading(
     prediction: ModelPrediction, reading_ms: float, reference_ms: float, reference_python: str, python: str
 ) -> ModelPrediction:

@@ -523,6 +523,10 @@ class Composition:
     # host-reference adds it). ``hase predict --host-reading`` scales predictions by a reading against it.
     host_loop_ms: float | None = None
     host_loop_python: str | None = None
+    # The 10th and 90th percentiles of the same readings (the host's fast and slow states: a GPU host's core switches
+    # between two speeds within seconds, learn.host_speed); None where none was recorded. Each GPU prediction of a
+    # bundle gives the range they span (ModelPrediction.host_range_ms).
+    host_loop_range_ms: tuple[float, float] | None = None
 
     @classmethod
     def fit(
@@ -610,7 +614,21 @@ class Composition:
             bool(data.get("per_kernel_counts_views", True)),  # compositions fitted before it: views counted
             None if data.get("host_loop_ms") is None else float(data["host_loop_ms"]),
             None if data.get("host_loop_python") is None else str(data["host_loop_python"]),
+            _loop_range(data.get("host_loop_range_ms")),
         )
+
+
+def _loop_range(value: Any) -> tuple[float, float] | None:
+    """A composition's ``host_loop_range_ms`` from JSON: None, or two positive ms, the fast one first."""
+    if value is None:
+        return None
+    try:
+        fast, slow = (float(v) for v in value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"host_loop_range_ms must be two numbers of ms, got {value!r}") from exc
+    if not 0 < fast <= slow < float("inf"):
+        raise ValueError(f"host_loop_range_ms must be two positive ms, the fast state first, got {value!r}")
+    return fast, slow
 
 
 @dataclass
@@ -649,6 +667,10 @@ class ModelPrediction:
     # Under load the run's wait for the co-tenant is GPU-side time, which the host's speed does not move
     # (learn.host_speed). None on host-clocked EPs.
     idle_predicted_ms: float | None = None
+    # A bundle's GPU prediction on its host's fast and slow states ([low, high] ms, learn.host_speed.host_range):
+    # how far a host-bound run's measured time moves with the host core's speed. None without the bundle's range.
+    # ``--host-reading`` moves predicted_ms for one reading and leaves this range as it is.
+    host_range_ms: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -397,8 +397,11 @@ def cmd_predictor_host_reference(args: argparse.Namespace) -> int:
     source = load_bundle(args.source, data_dir())
     name = args.name or source.name
     out = args.out or DataPaths(data_dir()).bundles / name
-    folder, reference = host_reference_bundle(source, args.readings, args.python, out, name)
-    print(f"bundle {name} written to {folder}: bundle {source.name} with a host loop reference of {reference} ms")
+    folder, reference, (fast, slow) = host_reference_bundle(source, args.readings, args.python, out, name)
+    print(
+        f"bundle {name} written to {folder}: bundle {source.name} with a host loop reference of {reference} ms "
+        f"(fast and slow states {fast}-{slow} ms)"
+    )
     return 0
 
 
@@ -656,6 +659,12 @@ def _print_prediction(prediction: Any, top: int) -> None:
         f"  predicted {prediction.predicted_ms:.3f} ms (p90 {prediction.p90_ms:.3f} ms), "
         f"critical path {prediction.critical_path_ms:.3f} ms, plain kernel sum {prediction.sequential_sum_ms:.3f} ms"
     )
+    host_range = getattr(prediction, "host_range_ms", None)
+    if host_range is not None and host_range[1] > host_range[0] * 1.005:  # a GPU-bound run's range is its point
+        print(
+            f"  on the host's fast and slow states: {host_range[0]:.3f}-{host_range[1]:.3f} ms "
+            "(a host-bound run's measured time moves with the host core's speed)"
+        )
     print(
         f"  coverage: {coverage['covered']}/{coverage['kernels']} kernels have a trained family"
         + (f"; FALLBACK for {coverage['fallback']}: {coverage['fallback_families']}" if coverage["fallback"] else "")
