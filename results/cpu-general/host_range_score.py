@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent))
-from score_gpu import predicted, timed  # noqa: E402  (this folder's scorer)
+from score_gpu import idle_predicted, predicted, timed  # noqa: E402  (this folder's scorer)
 
 from hase_dagster.learn.bundles import read_bundle  # noqa: E402
 from hase_dagster.learn.host_speed import host_range  # noqa: E402
@@ -27,12 +27,7 @@ from hase_dagster.learn.predict import ModelPrediction  # noqa: E402
 
 def ranges(frame: pd.DataFrame, reference_ms: float, loop_range_ms: tuple[float, float]) -> pd.DataFrame:
     """``frame`` (measured and predicted cases) with each case's ``low_ms`` and ``high_ms``."""
-    idle = frame.merge(
-        frame[frame.stress_level == 0][["model", "predicted_ms"]].rename(columns={"predicted_ms": "idle_ms"}),
-        on="model",
-        how="left",
-    ).idle_ms.to_numpy()
-    idle_ms = pd.to_numeric(frame.idle_predicted_ms).fillna(pd.Series(idle, index=frame.index))
+    idle_ms = idle_predicted(frame)
     spans = [
         host_range(
             ModelPrediction(model, "cuda", None, {}, "", ms, ms, ms, ms, {}, gpu_busy_share=busy, idle_predicted_ms=i),

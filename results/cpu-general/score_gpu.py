@@ -56,6 +56,17 @@ def predicted(folder: Path) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def idle_predicted(frame: pd.DataFrame) -> pd.Series:
+    """Each case's idle prediction (``idle_predicted_ms``); for predictions made before ModelPrediction had it, the
+    idle twin's ``predicted_ms``."""
+    idle = frame.merge(
+        frame[frame.stress_level == 0][["model", "predicted_ms"]].rename(columns={"predicted_ms": "idle_ms"}),
+        on="model",
+        how="left",
+    ).idle_ms.to_numpy()
+    return pd.to_numeric(frame.idle_predicted_ms).fillna(pd.Series(idle, index=frame.index))
+
+
 def summary(frame: pd.DataFrame) -> dict[str, float]:
     error = frame["error_pct"].abs()
     return {
@@ -79,13 +90,7 @@ def main() -> int:
     if args.host_reference is not None:
         if frame.host_loop_ms.isna().any():
             parser.error("--host-reference needs timings that recorded host_loop_ms")
-        # Predictions made before ModelPrediction.idle_predicted_ms: the idle twin's predicted_ms.
-        idle = frame.merge(
-            frame[frame.stress_level == 0][["model", "predicted_ms"]].rename(columns={"predicted_ms": "idle_ms"}),
-            on="model",
-            how="left",
-        ).idle_ms.to_numpy()
-        idle_ms = pd.to_numeric(frame.idle_predicted_ms).fillna(pd.Series(idle, index=frame.index))
+        idle_ms = idle_predicted(frame)
         factor = [
             host_speed_factor(share, reading, args.host_reference, min(1.0, idle_pred / pred))
             for share, reading, idle_pred, pred in zip(
