@@ -17,6 +17,7 @@ from hase_dagster.learn.host_speed import (
     host_bound_share,
     host_range,
     host_speed_factor,
+    loop_reference,
 )
 from hase_dagster.learn.predict import Composition, ModelPrediction
 from hase_dagster.measure.host_speed import host_loop_reading, interpreter, loop_ms
@@ -82,6 +83,12 @@ def test_the_host_range_spans_the_fast_and_slow_states_of_the_host_bound_share()
     loaded = replace(_prediction(0.2, ms=4.0), idle_predicted_ms=1.0)
     assert host_range(loaded, 0.665, (0.56, 0.87)) == pytest.approx([4.0 - 0.105 / 0.665, 4.0 + 0.205 / 0.665])
     assert host_range(_prediction(None), 0.665, (0.56, 0.87)) is None  # host-clocked: no busy share, no range
+
+
+def test_a_loop_reference_is_the_readings_median_and_their_deciles_within_them() -> None:
+    reference, (fast, slow) = loop_reference([0.6, 0.7, 0.8, 0.9, 1.6])
+    assert reference == pytest.approx(0.8) and fast == pytest.approx(0.64) and slow == pytest.approx(1.32)
+    assert loop_reference([0.7]) == (0.7, (0.7, 0.7))  # one reading: no spread
 
 
 @pytest.mark.parametrize("bad", [[0.9, 0.5], [0.0, 0.5], [0.5], ["fast", "slow"], 0.5])

@@ -194,6 +194,8 @@ def test_a_cpu_bundle_records_its_timings_host_reading_and_predicts_at_another(
     )
     composition = Predictor.load(predictor_path(Path(trained["hase"].data_directory), "cpu")).composition
     assert readings.notna().all() and composition.host_loop_ms == pytest.approx(readings.median())
+    fast, slow = composition.host_loop_range_ms or (0.0, 0.0)  # the readings' 10th and 90th percentiles
+    assert fast == pytest.approx(readings.quantile(0.1)) and slow == pytest.approx(readings.quantile(0.9))
     assert composition.host_loop_python == interpreter()
 
     monkeypatch.setenv("HASE_DATA_DIR", str(tmp_path / "data"))

@@ -47,7 +47,7 @@ from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import LOAD_FIELD
 from hase_dagster.core.paths import SHIPPED_BUNDLES, DataPaths
 from hase_dagster.learn.estimators import dumps, with_tree_arrays
-from hase_dagster.learn.host_speed import host_range
+from hase_dagster.learn.host_speed import loop_reference
 from hase_dagster.learn.predict import ModelPrediction, predict_model_under
 from hase_dagster.learn.predict_file import model_files, parse_load_spec
 from hase_dagster.learn.training import PREDICTOR_FILE, Predictor
@@ -373,10 +373,6 @@ class Bundle:
                 else:
                     kernels, coverage = self.kernels(path, batch)
                 for prediction in predict_model_under(path.name, kernels, regressor, composition, resolved, batch):
-                    if composition.host_loop_ms is not None and composition.host_loop_range_ms is not None:
-                        prediction.host_range_ms = host_range(
-                            prediction, composition.host_loop_ms, composition.host_loop_range_ms
-                        )
                     prediction.predictor = summary
                     prediction.kernel_source = kernel_source
                     prediction.detection_coverage = coverage or None
@@ -765,7 +761,6 @@ def host_reference_bundle(
     Raises:
         HaseError: readings that are missing, unreadable or hold no positive ``loop_mean_ms``.
     """
-    import statistics
     from dataclasses import replace
 
     if not re.fullmatch(r"\d+\.\d+", python):
@@ -786,11 +781,8 @@ def host_reference_bundle(
         raise HaseError(
             f"{', '.join(map(str, readings))}: every loop_mean_ms must be a positive number of ms to take a reference"
         )
-    reference = round(statistics.median(windows), 4)
-    # The host's fast and slow states: the 10th and 90th percentiles of the same windows, within them (one window: no
-    # spread).
-    deciles = statistics.quantiles(windows, n=10, method="inclusive") if len(windows) > 1 else [windows[0]] * 9
-    loop_range = (round(min(deciles[0], reference), 4), round(max(deciles[-1], reference), 4))
+    middle, (fast, slow) = loop_reference(windows)
+    reference, loop_range = round(middle, 4), (round(fast, 4), round(slow, 4))
     composition = replace(
         source.predictor.composition, host_loop_ms=reference, host_loop_python=python, host_loop_range_ms=loop_range
     )

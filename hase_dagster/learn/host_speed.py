@@ -20,6 +20,8 @@ to 1.9x slower.
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -66,6 +68,23 @@ def idle_share_of(prediction: ModelPrediction) -> float:
     if prediction.idle_predicted_ms is None or not prediction.predicted_ms > 0:
         return 1.0
     return min(1.0, prediction.idle_predicted_ms / prediction.predicted_ms)
+
+
+def loop_reference(readings: Sequence[float]) -> tuple[float, tuple[float, float]]:
+    """The loop reading typical of a host (the median of ``readings``) and its fast and slow states (their 10th and
+    90th percentiles, within the readings; one reading has no spread), for a composition's ``host_loop_ms`` and
+    ``host_loop_range_ms``.
+
+    Args:
+        readings: loop readings of the host in ms (timing windows or model timings), at least one.
+
+    Returns:
+        The median and (fast, slow), in ms.
+    """
+    values = [float(ms) for ms in readings]
+    middle = statistics.median(values)
+    deciles = statistics.quantiles(values, n=10, method="inclusive") if len(values) > 1 else [middle] * 9
+    return middle, (min(deciles[0], middle), max(deciles[-1], middle))
 
 
 def host_range(

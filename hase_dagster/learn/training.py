@@ -18,6 +18,7 @@ from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
 from hase_dagster.core.paths import DataPaths
 from hase_dagster.learn.estimators import dumps
 from hase_dagster.learn.graph_factors import GraphFactors
+from hase_dagster.learn.host_speed import loop_reference
 from hase_dagster.learn.model_timings import TimedModel
 from hase_dagster.learn.predict import Composition, Sums, model_sums
 from hase_dagster.learn.regressor import LatencyRegressor, rows_without, train_regressor, training_rows
@@ -348,14 +349,16 @@ def fit_composition(
 
 def with_host_reference(composition: Composition, models: pd.DataFrame) -> Composition:
     """``composition`` with the host loop reading typical of the idle model timings it was fitted on (their
-    median ``host_loop_ms``, read by this interpreter), which ``hase predict --host-reading`` scales from;
-    unchanged where no idle row carries a reading (tables timed before it was read)."""
+    median ``host_loop_ms``, read by this interpreter), which ``hase predict --host-reading`` scales from, and their
+    10th-90th percentile range (each GPU prediction's ``host_range_ms``); unchanged where no idle row carries a
+    reading (tables timed before it was read)."""
     if "host_loop_ms" not in models:
         return composition
     readings = models.loc[models["stress_level"] == 0, "host_loop_ms"].astype(float).dropna()
     if readings.empty:
         return composition
-    return replace(composition, host_loop_ms=float(readings.median()), host_loop_python=interpreter())
+    reference, loop_range = loop_reference(readings.tolist())
+    return replace(composition, host_loop_ms=reference, host_loop_python=interpreter(), host_loop_range_ms=loop_range)
 
 
 def load_at_level(store: Warehouse, ep: str, level: float) -> dict[str, float]:
