@@ -82,7 +82,13 @@ def test_the_host_range_spans_the_fast_and_slow_states_of_the_host_bound_share()
     # under load only the idle run's host-bound milliseconds move: the range is narrower than the idle one's
     loaded = replace(_prediction(0.2, ms=4.0), idle_predicted_ms=1.0)
     assert host_range(loaded, 0.665, (0.56, 0.87)) == pytest.approx([4.0 - 0.105 / 0.665, 4.0 + 0.205 / 0.665])
-    assert host_range(_prediction(None), 0.665, (0.56, 0.87)) is None  # host-clocked: no busy share, no range
+    assert host_range(_prediction(None), 0.665, (0.56, 0.87)) is None  # another EP without a busy share
+    # a CPU run at idle moves by the elasticity, a loaded one not at all (its range is its point)
+    cpu_idle = replace(_prediction(None), ep="cpu", load_source="idle (background of the stress 0.00 benchmarks)")
+    low, high = host_range(cpu_idle, 0.665, (0.56, 0.87)) or [0.0, 0.0]
+    assert low == pytest.approx(2.0 * (1 + CPU_HOST_ELASTICITY * (0.56 / 0.665 - 1)))
+    assert high == pytest.approx(2.0 * (1 + CPU_HOST_ELASTICITY * (0.87 / 0.665 - 1)))
+    assert host_range(replace(cpu_idle, load_source="level=1.0"), 0.665, (0.56, 0.87)) == pytest.approx([2.0, 2.0])
 
 
 def test_a_loop_reference_is_the_readings_median_and_their_deciles_within_them() -> None:

@@ -212,6 +212,11 @@ def test_a_cpu_bundle_records_its_timings_host_reading_and_predicts_at_another(
     loaded, loaded_slow = answer("level=0.5"), answer("level=0.5", "--host-reading", slower)
     assert loaded_slow["predicted_ms"] == pytest.approx(loaded["predicted_ms"])
     assert any("at idle only" in w for w in loaded_slow["warnings"])
+    # the host's range: an idle CPU run moves by the elasticity over the readings' deciles, a loaded one not at all
+    assert idle["host_range_ms"] == pytest.approx(
+        [idle["predicted_ms"] * (1 + CPU_HOST_ELASTICITY * (ms / composition.host_loop_ms - 1)) for ms in (fast, slow)]
+    )
+    assert loaded["host_range_ms"] == pytest.approx([loaded["predicted_ms"]] * 2)
 
 
 def test_the_evaluation_predicts_each_cpu_case_at_its_timings_host_reading(trained: dict) -> None:
@@ -236,8 +241,15 @@ def test_the_evaluation_predicts_each_cpu_case_at_its_timings_host_reading(train
     assert len(idle) and len(loaded)
     assert idle["predicted_at_reading_ms"].to_numpy() == pytest.approx((idle["predicted_mean_ms"] * factor).to_numpy())
     assert loaded["predicted_at_reading_ms"].to_numpy() == pytest.approx(loaded["predicted_mean_ms"].to_numpy())
+    # the host range of every shipped case brackets its prediction; a loaded case's is its point
+    low, high = shipped["host_range_low_ms"].to_numpy(), shipped["host_range_high_ms"].to_numpy()
+    assert (low <= shipped["predicted_mean_ms"].to_numpy() * (1 + 1e-9)).all()
+    assert (shipped["predicted_mean_ms"].to_numpy() <= high * (1 + 1e-9)).all()
+    assert (idle["host_range_high_ms"] > idle["host_range_low_ms"]).all()
+    assert loaded["host_range_low_ms"].to_numpy() == pytest.approx(loaded["host_range_high_ms"].to_numpy())
     report = (hase.paths().root / "reports" / "cpu" / "evaluation.md").read_text()
     assert "## At each timing's host reading" in report and "at_reading_mape_pct" in report
+    assert "host_range_within_10_pct" in report
 
 
 def test_held_out_model_is_measured_but_never_trained_on(trained: dict) -> None:

@@ -141,4 +141,6 @@ ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS size VARCHAR;
 ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS precision VARCHAR DEFAULT 'fp32';
 ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS host_loop_ms DOUBLE;
 ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS predicted_at_reading_ms DOUBLE;
+ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS host_range_low_ms DOUBLE;
+ALTER TABLE evaluation_cases ADD COLUMN IF NOT EXISTS host_range_high_ms DOUBLE;
 ALTER TABLE latency_predictions ADD COLUMN IF NOT EXISTS precision VARCHAR DEFAULT 'fp32';

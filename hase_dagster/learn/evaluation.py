@@ -186,6 +186,8 @@ def evaluate(
                     "idle_kernel_sum_ms": float(idle_sums.get(variant, np.nan)),
                     "host_loop_ms": reading,
                     "predicted_at_reading_ms": _at_reading(prediction, reading, predictor),
+                    "host_range_low_ms": prediction.host_range_ms[0] if prediction.host_range_ms else np.nan,
+                    "host_range_high_ms": prediction.host_range_ms[1] if prediction.host_range_ms else np.nan,
                 }
             )
     cases = pd.DataFrame(rows)
@@ -246,6 +248,8 @@ def _host_reading_markdown(cases: pd.DataFrame) -> str:
     if read.empty:
         return ""
     read = read.assign(at_reading_pct=(read["predicted_at_reading_ms"] / read["measured_mean_ms"] - 1) * 100)
+    measured, low, high = read["measured_mean_ms"], read["host_range_low_ms"], read["host_range_high_ms"]
+    read = read.assign(near_range=(0.9 * low <= measured) & (measured <= 1.1 * high), range_width=high / low - 1)
     rows = []
     for (setting, level), group in read.groupby(["setting", "stress_level"]):
         rows.append(
@@ -258,6 +262,9 @@ def _host_reading_markdown(cases: pd.DataFrame) -> str:
                 "as_predicted_within_10_pct": (group["error_pct"].abs() <= 10).mean() * 100,
                 "at_reading_mape_pct": group["at_reading_pct"].abs().mean(),
                 "at_reading_within_10_pct": (group["at_reading_pct"].abs() <= 10).mean() * 100,
+                # NaN where the composition records no range (its timings carried no readings)
+                "host_range_within_10_pct": group["near_range"].mean() * 100 if low.notna().any() else np.nan,
+                "host_range_width_pct_median": group["range_width"].median() * 100,
             }
         )
     return (
@@ -266,7 +273,10 @@ def _host_reading_markdown(cases: pd.DataFrame) -> str:
         "(`host_loop_ms`); `hase predict --host-reading` scales a prediction from the composition's reference "
         f"(the median idle reading of the timings it was fitted on): a CPU prediction at idle by "
         f"1 + {CPU_HOST_ELASTICITY} (reading / reference - 1), a loaded one not at all. The figures above are as "
-        "predicted, without a reading.\n\n" + pd.DataFrame(rows).round(3).to_markdown(index=False)
+        "predicted, without a reading. `host_range` is each prediction's range over the host's fast and slow states "
+        "(`host_range_ms`: the same rule at the 10th and 90th percentile readings of those timings); within 10% of it "
+        "means the measured mean lies between 0.9 x its low end and 1.1 x its high end.\n\n"
+        + pd.DataFrame(rows).round(3).to_markdown(index=False)
     )
 
 

@@ -87,6 +87,18 @@ def loop_reference(readings: Sequence[float]) -> tuple[float, tuple[float, float
     return middle, (min(deciles[0], middle), max(deciles[-1], middle))
 
 
+def host_share(prediction: ModelPrediction) -> float | None:
+    """The share of ``prediction`` that moves with the host core's speed: a GPU run's host-bound share
+    (:func:`host_bound_share`), a CPU run's :data:`CPU_HOST_ELASTICITY` at idle and 0 under load (beside a co-tenant
+    on the same cores a reading measures the contention the load terms already price); None for another EP's
+    prediction without a busy share."""
+    if prediction.gpu_busy_share is not None:
+        return host_bound_share(prediction.gpu_busy_share, idle_share=idle_share_of(prediction))
+    if prediction.ep == "cpu":
+        return CPU_HOST_ELASTICITY if prediction.load_source.startswith("idle") else 0.0
+    return None
+
+
 def host_range(
     prediction: ModelPrediction, reference_ms: float, loop_range_ms: tuple[float, float]
 ) -> list[float] | None:
@@ -94,20 +106,21 @@ def host_range(
 
     A GPU host's core switches between two speeds (about 1.7x apart on the H200 host, for tens of seconds at a time:
     results/gpu-general/host-speed/after-load-probe), and which one a timing meets is not the model's doing. The
-    range moves only the host-bound share (:func:`host_bound_share`): a GPU-bound run's range is its prediction.
+    range moves only the share that moves with the host (:func:`host_share`): a GPU-bound run's range is its
+    prediction, and so is a loaded CPU run's.
 
     Args:
-        prediction: a device-clocked prediction (it has a ``gpu_busy_share``).
+        prediction: a GPU prediction (it has a ``gpu_busy_share``) or a CPU one.
         reference_ms: the loop reading typical of the host the composition was fitted on.
         loop_range_ms: the 10th and 90th percentiles of that host's readings, the fast one first.
 
     Returns:
         ``[low, high]`` in ms (``low <= predicted_ms <= high`` when the reference lies in the range), or None for a
-        prediction without a busy share (host-clocked EPs).
+        prediction of another EP without a busy share.
     """
-    if prediction.gpu_busy_share is None:
+    share = host_share(prediction)
+    if share is None:
         return None
-    share = host_bound_share(prediction.gpu_busy_share, idle_share=idle_share_of(prediction))
     fast, slow = loop_range_ms
     return [prediction.predicted_ms * reading_factor(share, ms, reference_ms) for ms in (fast, slow)]
 
@@ -133,18 +146,15 @@ def at_host_reading(
     if not reading_ms > 0:
         raise HaseError(f"--host-reading must be a positive time in ms, got {reading_ms}")
     warnings = list(prediction.warnings)
-    if prediction.gpu_busy_share is not None:
-        share = host_bound_share(prediction.gpu_busy_share, idle_share=idle_share_of(prediction))
-    elif prediction.ep == "cpu":
-        share = CPU_HOST_ELASTICITY if prediction.load_source.startswith("idle") else 0.0
-        if not share:
-            warnings.append(
-                "--host-reading moves a CPU prediction at idle only: beside a co-tenant on the same cores the "
-                "reading measures the contention the load terms already price; this one is left as it was"
-            )
-    else:
+    share = host_share(prediction)
+    if share is None:
         raise HaseError(
             f"--host-reading scales the host-bound share of a run; {prediction.model} on {prediction.ep} has none"
+        )
+    if prediction.gpu_busy_share is None and not share:
+        warnings.append(
+            "--host-reading moves a CPU prediction at idle only: beside a co-tenant on the same cores the "
+            "reading measures the contention the load terms already price; this one is left as it was"
         )
     factor = reading_factor(share, reading_ms, reference_ms)
     entry: dict[str, Any] = {

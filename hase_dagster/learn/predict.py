@@ -667,9 +667,9 @@ class ModelPrediction:
     # Under load the run's wait for the co-tenant is GPU-side time, which the host's speed does not move
     # (learn.host_speed). None on host-clocked EPs.
     idle_predicted_ms: float | None = None
-    # A bundle's GPU prediction on its host's fast and slow states ([low, high] ms, learn.host_speed.host_range):
-    # how far a host-bound run's measured time moves with the host core's speed. None without the bundle's range.
-    # ``--host-reading`` moves predicted_ms for one reading and leaves this range as it is.
+    # The prediction on its host's fast and slow states ([low, high] ms, learn.host_speed.host_range): how far a
+    # host-bound run's measured time moves with the host core's speed (a GPU run at batch 1-16, a CPU run at idle).
+    # None where the composition records no range. ``--host-reading`` moves predicted_ms and leaves this range.
     host_range_ms: list[float] | None = None
 
     def to_dict(self) -> dict[str, Any]:
