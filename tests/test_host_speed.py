@@ -187,3 +187,32 @@ def test_a_prometheus_host_reading_that_cannot_be_read_is_refused_in_one_line(
     err = capsys.readouterr().err
     assert err.startswith(f"hase: error: Prometheus at http://127.0.0.1:{port} does not answer"), err
     assert err.count("\n") == 1
+
+
+def test_the_evaluation_counts_a_case_near_its_range_as_a_prediction_near_its_point() -> None:
+    """Within 10% of a range means some point of it is within 10% of the measured mean: for a one-point range (a
+    loaded CPU run) exactly the point's own test, so a prediction 10.5% slow is out either way."""
+    import pandas as pd
+
+    from hase_dagster.learn.evaluation import host_reading_markdown
+
+    measured = pd.Series([1.0, 1.0, 1.0, 1.0])
+    predicted = pd.Series([1.105, 1.095, 0.85, 0.85])
+    cases = pd.DataFrame(
+        {
+            "setting": "never_seen",
+            "stress_level": [1.0, 1.0, 0.0, 0.0],
+            "host_loop_ms": 0.8,
+            "measured_mean_ms": measured,
+            "predicted_mean_ms": predicted,
+            "predicted_at_reading_ms": predicted,
+            "error_pct": (predicted / measured - 1) * 100,
+            "host_range_low_ms": [1.105, 1.095, 0.80, 0.70],
+            "host_range_high_ms": [1.105, 1.095, 0.88, 0.95],  # the last reaches 0.95: within 10% of 1.0
+        }
+    )
+    table = host_reading_markdown(cases)
+    idle, loaded = (line for line in table.splitlines() if line.startswith("| never_seen"))  # by stress level
+    # loaded: one of two points within 10% (1.095), as predicted and by the range; idle: one of two ranges reaches 0.9
+    assert loaded.split("|")[6].strip() == loaded.split("|")[9].strip() == "50"
+    assert idle.split("|")[9].strip() == "50"
