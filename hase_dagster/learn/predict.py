@@ -524,8 +524,8 @@ class Composition:
     host_loop_ms: float | None = None
     host_loop_python: str | None = None
     # The 10th and 90th percentiles of the same readings (the host's fast and slow states: a GPU host's core switches
-    # between two speeds within seconds, learn.host_speed); None where none was recorded. Each GPU prediction of a
-    # bundle gives the range they span (ModelPrediction.host_range_ms).
+    # between two speeds within seconds, learn.host_speed); None where none was recorded. Each prediction gives the
+    # range they span (ModelPrediction.host_range_ms).
     host_loop_range_ms: tuple[float, float] | None = None
 
     @classmethod
