@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hase_dagster.learn.host_speed import CPU_HOST_ELASTICITY, at_host_reading
+from hase_dagster.learn.host_speed import CPU_HOST_ELASTICITY, at_host_reading, near_range
 from hase_dagster.learn.memory_evaluation import evaluate_memory
 from hase_dagster.learn.model_timings import TimedModel
 from hase_dagster.learn.predict import ModelPrediction, predict_model
@@ -249,8 +249,7 @@ def host_reading_markdown(cases: pd.DataFrame) -> str:
         return ""
     read = read.assign(at_reading_pct=(read["predicted_at_reading_ms"] / read["measured_mean_ms"] - 1) * 100)
     measured, low, high = read["measured_mean_ms"], read["host_range_low_ms"], read["host_range_high_ms"]
-    # the range's nearest point within 10% of the measured mean (for a range of one point: the point's own test)
-    read = read.assign(near_range=(low <= 1.1 * measured) & (high >= 0.9 * measured), range_width=high / low - 1)
+    read = read.assign(near_range=near_range(measured, low, high), range_width=high / low - 1)
     rows = []
     for (setting, level), group in read.groupby(["setting", "stress_level"]):
         rows.append(

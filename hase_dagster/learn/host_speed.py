@@ -125,6 +125,12 @@ def host_range(
     return [prediction.predicted_ms * reading_factor(share, ms, reference_ms) for ms in (fast, slow)]
 
 
+def near_range(measured_ms: Any, low_ms: Any, high_ms: Any, tolerance: float = 0.1) -> Any:
+    """Whether some point of ``[low_ms, high_ms]`` is within ``tolerance`` of ``measured_ms`` (relative to it): for a
+    range of one point, a prediction's own within-10% test (plain arithmetic: pandas Series work elementwise too)."""
+    return (low_ms <= (1 + tolerance) * measured_ms) & (high_ms >= (1 - tolerance) * measured_ms)
+
+
 def at_host_reading(
     prediction: ModelPrediction, reading_ms: float, reference_ms: float, reference_python: str, python: str
 ) -> ModelPrediction:

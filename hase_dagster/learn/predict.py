@@ -873,6 +873,10 @@ def predict_model_under(
     busy, idle_mean = idle_run(composition, predicted[len(loads)], slicing) if loads else (None, None)
     # Counted on every EP: without time slicing (the CPU) a staged kernel waits nothing (Sums.staged_wait_ms).
     staged = host_staged_kernels(kernels)
+    reference, loop_range = composition.host_loop_ms, composition.host_loop_range_ms
+    if reference is not None and loop_range is not None:
+        # imported here: learn.host_speed builds on this module's ModelPrediction
+        from hase_dagster.learn.host_speed import host_range
     out = []
     for i, (load, load_source) in enumerate(loads):
         predictions, idle = predicted[i], predicted[len(loads) + i]
@@ -889,11 +893,8 @@ def predict_model_under(
             _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, kernels)
         )
         out[-1].gpu_busy_share, out[-1].idle_predicted_ms = busy, idle_mean
-        if composition.host_loop_ms is not None and composition.host_loop_range_ms is not None:
-            # imported here: learn.host_speed builds on this module's ModelPrediction
-            from hase_dagster.learn.host_speed import host_range
-
-            out[-1].host_range_ms = host_range(out[-1], composition.host_loop_ms, composition.host_loop_range_ms)
+        if reference is not None and loop_range is not None:
+            out[-1].host_range_ms = host_range(out[-1], reference, loop_range)
         if busy is not None and busy < HOST_BOUND_SHARE:
             out[-1].warnings.append(
                 f"host-bound: its kernels keep the GPU busy {busy:.0%} of an idle run, the rest is host dispatch; "

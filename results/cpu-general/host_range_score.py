@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from score_gpu import idle_predicted, predicted, timed  # noqa: E402  (this folder's scorer)
 
 from hase_dagster.learn.bundles import read_bundle  # noqa: E402
-from hase_dagster.learn.host_speed import host_range  # noqa: E402
+from hase_dagster.learn.host_speed import host_range, near_range  # noqa: E402
 from hase_dagster.learn.predict import ModelPrediction  # noqa: E402
 
 
@@ -42,8 +42,7 @@ def ranges(frame: pd.DataFrame, reference_ms: float, loop_range_ms: tuple[float,
 def summary(frame: pd.DataFrame) -> dict[str, float]:
     point = (frame.predicted_ms / frame.mean_ms - 1).abs()
     inside = (frame.low_ms <= frame.mean_ms) & (frame.mean_ms <= frame.high_ms)
-    # the range's nearest point within 10% of the measured mean, as the point's own test (a range of one point: it)
-    near = (frame.low_ms <= 1.1 * frame.mean_ms) & (frame.high_ms >= 0.9 * frame.mean_ms)
+    near = near_range(frame.mean_ms, frame.low_ms, frame.high_ms)
     return {
         "cases": len(frame),
         "point MAPE %": round(point.mean() * 100, 1),
