@@ -1,8 +1,8 @@
 """How a CPU model timing under the stressor depends on the timing's window (issue 11, CPU never seen at stress 0.5).
 
-For each file and stress level: the cpu profile's own model timing (`model_timing` in hase.yaml, as `make run` takes it)
-REPEATS times in a row, then one long window of LONG_S seconds whose single runs are kept with their start times, so that
-the run times can be read against the stressor's 20 ms duty cycle.
+For each file and stress level: the cpu profile's own model timing (`model_timing` in hase.yaml, as `make run` takes
+it) REPEATS times in a row, then one long window of LONG_S seconds whose single runs are kept with their start times,
+so that the run times can be read against the stressor's 20 ms duty cycle.
 
     .venv/bin/python results/cpu/stress-half/stress_half.py OUT.json FILE.onnx [...] [--levels 0.0,0.5,1.0]
 """
@@ -15,7 +15,7 @@ import statistics
 import time
 from pathlib import Path
 
-from hase_dagster.core.config import TimingOptions, load_config
+from hase_dagster.core.config import load_config
 from hase_dagster.core.profiles import select_profile
 from hase_dagster.measure.load import under_load
 from hase_dagster.measure.runner import ModelRunner
@@ -30,7 +30,6 @@ def main() -> int:
     parser.add_argument("--long-s", type=float, default=3.0)
     args = parser.parse_args()
     profile = select_profile(load_config(), "cpu")
-    long_window = TimingOptions(warmup=5, min_loops=10, min_seconds=args.long_s, max_seconds=args.long_s, max_loops=10**6)
     records = []
     for level in (float(x) for x in args.levels.split(",")):
         with under_load("cpu", level, profile.telemetry):
