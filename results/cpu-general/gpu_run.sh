@@ -82,6 +82,9 @@
 #   set AN on an H200 (drawn 2026-11-29 13:3x UTC, before this session's changes: hand_ops seeds 973-976, generator
 #   seeds 977-980; timed with the readings around the window, tarball sealed until predictions are committed):
 #   WORK=/tmp/setAN-gpu SEEDS=977-980 HAND_OPS=973-976 BATCHES=1,4,16,128 BUDGET_S=480 bash results/cpu-general/gpu_run.sh
+#   set AR on an H200 (drawn 2026-12-07 17:55 UTC for the H100, predicted by h100 and h200 before any timing; the
+#   device time left allowed batch 1/16/128 with stress 0.5 cut short): WORK=/tmp/setAR-gpu SEEDS=4012-4017
+#   HAND_OPS=1029-1034 BATCHES=1,16,128 BUDGET_S=255 bash results/cpu-general/gpu_run.sh
 #   BUDGET_S=480 bash results/cpu-general/gpu_run.sh [LEVELS=0.0,1.0,0.5]   # a level cut short is timed again
 set -uo pipefail
 export PYTHONPATH=$PWD:/tmp/site
