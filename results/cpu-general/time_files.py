@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from hase_dagster.core.config import load_config
@@ -64,4 +65,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:
+        # gpu_run.sh ends a call's budget with SIGINT: what the level's finished chunks timed is already written.
+        print("stopped by SIGINT: the levels done and each cut level's timed chunks are kept", file=sys.stderr)
+        raise SystemExit(130) from None
