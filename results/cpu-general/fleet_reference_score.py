@@ -1,10 +1,10 @@
 """Blind sets scored with the point moved to the fleet's typical host state, leave one set out.
 
-The `h200` bundle's reference (0.6647 ms) is one lease's median loop reading; the leases that timed the blind sets read
-medians of 0.65-0.99 ms (each timing carries ``host_loop_ms``). For each set, the point is moved to the median reading of
-every *other* set's timings (``learn.host_speed.host_range`` with a one-point range: only the host-bound share moves),
-so no set's own readings or errors choose its point. Sets without readings (AK, AL) get the median of all sets that
-have them.
+The `h200` bundle's reference (0.6647 ms) is one lease's median loop reading; the leases that timed the blind sets
+read medians of 0.65-0.99 ms (each timing carries ``host_loop_ms``). For each set, the point is moved to the median
+reading of every *other* set's timings (``learn.host_speed.host_range`` with a one-point range: only the host-bound
+share moves), so no set's own readings or errors choose its point. Sets without readings (AK, AL) get the median of
+all sets that have them.
 
     .venv/bin/python results/cpu-general/fleet_reference_score.py results/bundles/h200 \\
         results/cpu-general/gpu-setAM/timings-h200=results/cpu-general/gpu-setAM/predictions-h200 ...
@@ -63,7 +63,8 @@ def main() -> int:
         moved = ranges(frame, composition.host_loop_ms, (fleet_ms, fleet_ms))
         frames.append(moved.assign(set=timings.parent.name, fleet_ms=round(fleet_ms, 4), fleet_ms_point=moved.low_ms))
     cases = pd.concat([f.dropna(axis=1, how="all") for f in frames], ignore_index=True)
-    print(f"Bundle {args.bundle}: reference {composition.host_loop_ms} ms; each set's point moved to the others' median\n")
+    reference = composition.host_loop_ms
+    print(f"Bundle {args.bundle}: reference {reference} ms; each set's point moved to the others' median\n")
     for by in ("set", ["batch_size", "stress_level"]):
         rows = {}
         for key, group in cases.groupby(by):
