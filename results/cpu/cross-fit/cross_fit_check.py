@@ -46,9 +46,14 @@ EP = "cpu"
 
 
 def main() -> int:
-    copy = Path(tempfile.mkdtemp()) / "hase.duckdb"
-    shutil.copy(sys.argv[1], copy)  # the data directory's file stays untouched
-    store = Warehouse(copy)
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / "hase.duckdb"
+        shutil.copy(sys.argv[1], copy)  # the data directory's file stays untouched
+        return compare(Warehouse(copy))
+
+
+def compare(store: Warehouse) -> int:
+    """Fit and score both compositions on ``store``; write the cases to ``sys.argv[2]`` and print the summary."""
     shipped = train_predictor(store, EP)
     kind, factors = shipped.regressor.kind, shipped.regressor.graph_factors
     kernels = kernels_by_variant(store, EP)
