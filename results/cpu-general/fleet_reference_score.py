@@ -13,7 +13,6 @@ all sets that have them.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -27,22 +26,15 @@ from score_gpu import predicted, timed  # noqa: E402
 from hase_dagster.learn.bundles import read_bundle  # noqa: E402
 
 
-def readings(timings: Path) -> list[float]:
-    """Every timing's host loop reading of a gpu_run.sh timings folder."""
-    values = []
-    for path in sorted((timings / "timings").glob("level-*.json")):
-        values += [r["host_loop_ms"] for r in json.loads(path.read_text()) if r.get("host_loop_ms")]
-    return values
-
-
-def scores(frame: pd.DataFrame, column: str) -> dict[str, float]:
-    error = (frame[column] / frame.mean_ms - 1).abs()
-    signed = (frame[column] / frame.mean_ms - 1).median()
-    return {
-        "MAPE %": round(error.mean() * 100, 1),
-        "within 10 %": round((error <= 0.1).mean() * 100, 1),
-        "median signed %": round(signed * 100, 1),
-    }
+def scores(frame: pd.DataFrame) -> dict[str, float]:
+    """The cases, then MAPE, share within +-10% and median signed error of the point as predicted and as moved."""
+    row: dict[str, float] = {"cases": len(frame)}
+    for name, column in (("as predicted", "predicted_ms"), ("moved", "fleet_ms_point")):
+        error = frame[column] / frame.mean_ms - 1
+        row[f"{name} MAPE %"] = round(error.abs().mean() * 100, 1)
+        row[f"{name} within 10 %"] = round((error.abs() <= 0.1).mean() * 100, 1)
+        row[f"{name} median signed %"] = round(error.median() * 100, 1)
+    return row
 
 
 def main() -> int:
@@ -54,12 +46,12 @@ def main() -> int:
     if composition.host_loop_ms is None:
         parser.error(f"{args.bundle} has no host reference (hase predictor host-reference)")
     pairs = [(Path(t), Path(p)) for t, _, p in (s.partition("=") for s in args.sets)]
-    loops = {t: readings(t) for t, _ in pairs}
+    timings_of = {t: timed([t / "timings"]) for t, _ in pairs}  # each set's timings, read once
     frames = []
     for timings, predictions in pairs:
-        others = [v for t, values in loops.items() if t != timings for v in values]
+        others = [v for t, frame in timings_of.items() if t != timings for v in frame.host_loop_ms.dropna()]
         fleet_ms = statistics.median(others)
-        frame = timed([timings / "timings"]).merge(predicted(predictions), on=["model", "stress_level"])
+        frame = timings_of[timings].merge(predicted(predictions), on=["model", "stress_level"])
         moved = ranges(frame, composition.host_loop_ms, (fleet_ms, fleet_ms))
         frames.append(moved.assign(set=timings.parent.name, fleet_ms=round(fleet_ms, 4), fleet_ms_point=moved.low_ms))
     cases = pd.concat([f.dropna(axis=1, how="all") for f in frames], ignore_index=True)
@@ -68,16 +60,11 @@ def main() -> int:
     for by in ("set", ["batch_size", "stress_level"]):
         rows = {}
         for key, group in cases.groupby(by):
-            rows[key] = {"cases": len(group)}
-            if by == "set":
-                rows[key]["others' median ms"] = group.fleet_ms.iloc[0]
-            rows[key] |= {f"as predicted {k}": v for k, v in scores(group, "predicted_ms").items()}
-            rows[key] |= {f"moved {k}": v for k, v in scores(group, "fleet_ms_point").items()}
+            median = {"others' median ms": group.fleet_ms.iloc[0]} if by == "set" else {}
+            row = scores(group)
+            rows[key] = {"cases": row.pop("cases"), **median, **row}
         print(pd.DataFrame(rows).T.to_markdown(), end="\n\n")
-    total = {"cases": len(cases)}
-    total |= {f"as predicted {k}": v for k, v in scores(cases, "predicted_ms").items()}
-    total |= {f"moved {k}": v for k, v in scores(cases, "fleet_ms_point").items()}
-    print(pd.DataFrame({"all": total}).T.to_markdown())
+    print(pd.DataFrame({"all": scores(cases)}).T.to_markdown())
     return 0
 
 

@@ -32,6 +32,7 @@ from hase_dagster.learn.regressor import LatencyRegressor
 from hase_dagster.learn.training import (
     background_load,
     composition_points,
+    fit_composition,
     host_clocked_families,
     host_floor_ms,
     kernels_by_variant,
@@ -82,7 +83,7 @@ def compare(store: Warehouse) -> int:
 
     def in_sample(excluded: frozenset[str]) -> Composition:
         rows = trained_all[~trained_all["architecture"].isin(excluded)]
-        return Composition.fit(composition_points(without(excluded), rows, kernels, floor, included), floor, included)
+        return fit_composition(store, EP, without(excluded), models=rows)
 
     rows: list[dict[str, Any]] = []
 
@@ -91,8 +92,8 @@ def compare(store: Warehouse) -> int:
             variant = row["variant_id"]
             case = {"setting": setting, "variant": variant, "level": float(row["stress_level"])}
             case["measured"] = row["mean_ms"]
+            load = background_load(row)
             for name, composition in fits.items():
-                load = background_load(row)
                 prediction = predict_model(
                     variant, kernels[variant], regressor, composition, load, "", row["batch_size"]
                 )
