@@ -98,8 +98,9 @@ def reference_kernel_rows(context: dg.AssetExecutionContext, hase: HaseResource)
     description="Per-kernel latency regressor (best of FLOPs baseline, RandomForest, XGBoost) and model composition.",
 )
 def latency_regressor(context: dg.AssetExecutionContext, hase: HaseResource) -> dg.MaterializeResult:
-    ep = hase.profile().execution_provider
-    predictor = train_predictor(hase.warehouse(), ep)
+    profile = hase.profile()
+    ep = profile.execution_provider
+    predictor = train_predictor(hase.warehouse(), ep, cross_fit=profile.cross_fit_composition)
     path = predictor.save(predictor_path(hase.paths().root, ep))
     metrics = predictor.regressor.metrics
     comparison = pd.DataFrame(

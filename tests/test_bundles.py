@@ -694,6 +694,8 @@ def test_export_with_another_bundles_composition_trains_only_the_kernel_regresso
         ([*base, "--composition-of", str(folder), "--regressor-of", str(folder)], "give one"),
         ([*base, "--composition-of", str(folder), "--timings", f"{tmp_path}:{tmp_path}"], "drop --timings"),
         (["predictor", "export", "x", "--composition-of", str(folder)], "need --tables"),
+        (["predictor", "export", "x", "--cross-fit"], "need --tables"),
+        ([*base, "--regressor-of", str(folder), "--cross-fit"], "drop --regressor-of"),
     ]
     for argv, message in cases:
         assert main(argv) == 2, argv

@@ -548,6 +548,65 @@ def test_composition_round_trips_through_json() -> None:
         Composition.from_json({**fitted.to_json(), "mean_coefficients": {"made_up": 1.0}})
 
 
+def test_a_cross_fitted_composition_sums_each_architecture_with_a_regressor_that_never_saw_it(
+    trained: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hase_dagster.learn import training
+
+    store = trained["hase"].warehouse()
+    shipped = Predictor.load(predictor_path(trained["hase"].paths().root, "cpu"))
+    trained_without = []
+    real = training.train_predictor_regressor
+
+    def recording(store, ep, kind=None, graph_factors=None, exclude_architectures=()):  # type: ignore[no-untyped-def]
+        trained_without.append((kind, frozenset(exclude_architectures)))
+        return real(store, ep, kind, graph_factors, exclude_architectures)
+
+    monkeypatch.setattr(training, "train_predictor_regressor", recording)
+    cross_fitted = training.fit_cross_fitted_composition(store, "cpu", shipped.regressor)
+    kind = shipped.regressor.kind
+    assert sorted(trained_without) == [(kind, frozenset({"resnet18"})), (kind, frozenset({"transformer_encoder"}))]
+    in_sample = training.fit_composition(store, "cpu", shipped.regressor)
+    # In sample: 4 variants x 2 levels. Cross-fitted: resnet18's fp16 and int8 are left out (no other architecture
+    # has their precision, so the regressor without resnet18 never saw it).
+    assert (in_sample.fitted_on, cross_fitted.fitted_on) == (8, 4)
+    assert cross_fitted.cross_fitted and not in_sample.cross_fitted
+    assert cross_fitted.mean_coefficients != in_sample.mean_coefficients
+    assert Composition.from_json(json.loads(json.dumps(cross_fitted.to_json()))) == cross_fitted
+    # With one training architecture nothing is out of sample: the in-sample fit, still marked cross-fitted so that
+    # the evaluation's held-out predictors are fitted the same way.
+    trained_without.clear()
+    alone = training.train_predictor(
+        store, "cpu", exclude_architectures={"transformer_encoder"}, kind=kind, cross_fit=True
+    )
+    assert trained_without == [(kind, frozenset({"transformer_encoder"}))]
+    assert alone.composition.cross_fitted and alone.composition.fitted_on == 6
+
+
+def test_the_evaluation_fits_its_held_out_predictors_as_the_shipped_one_was(
+    trained: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hase_dagster.learn import evaluation, training
+
+    store = trained["hase"].warehouse()
+    shipped = Predictor.load(predictor_path(trained["hase"].paths().root, "cpu"))
+    asked = []
+    real = training.train_predictor
+
+    def recording(*args, **kwargs):  # type: ignore[no-untyped-def]
+        asked.append(kwargs.get("cross_fit", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "train_predictor", recording)
+    evaluation.evaluate(store, "cpu", shipped)
+    # one predictor per held-out architecture and per held-out family (two of each here)
+    assert asked == [False] * 4
+    asked.clear()
+    cross_fitted = replace(shipped, composition=training.fit_cross_fitted_composition(store, "cpu", shipped.regressor))
+    evaluation.evaluate(store, "cpu", cross_fitted)
+    assert asked == [True] * 4
+
+
 def test_error_measures() -> None:
     predicted, measured = np.array([1.09, 2.0, 2.5]), np.array([1.0, 2.0, 2.0])
     assert mape(predicted, measured) == pytest.approx((9 + 0 + 25) / 3)
@@ -566,7 +625,13 @@ def test_evaluate_tables_with_a_kind_trains_that_kind_only(
         == 0
     )
     assert "random_forest, as asked (no comparison)" in (out / "regressor.md").read_text()
+    assert "'cross_fitted': False" in (out / "regressor.md").read_text()
     assert "held_out_family" in (out / "evaluation.md").read_text() and "never_seen" in capsys.readouterr().out
+    crossed = tmp_path / "cross-fitted"
+    argv = ["evaluate-tables", str(tmp_path / "tables"), "--ep", "cpu", "--kind", "random_forest", "--cross-fit"]
+    assert main([*argv, "--out", str(crossed)]) == 0
+    assert "'cross_fitted': True" in (crossed / "regressor.md").read_text()
+    assert (crossed / "evaluation.md").read_text() != (out / "evaluation.md").read_text()
 
 
 def test_host_clocked_kernels_pay_the_runners_cost_once_per_run_not_per_kernel() -> None:

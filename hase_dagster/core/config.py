@@ -251,6 +251,10 @@ class Profile(_Strict):
     # profile's device: the calibrated_bundle asset learns the speed ratio from the kernels both timed
     # (hase_dagster.learn.device_calibration). None: no calibrated bundle.
     calibrate_bundle: str | None = None
+    # Fit the composition on out-of-sample kernel sums (learn.training.fit_cross_fitted_composition): each training
+    # architecture's from a regressor trained without it. One regressor fit per training architecture more, for the
+    # shipped predictor and for each of the evaluation's held-out ones.
+    cross_fit_composition: bool = False
 
     @model_validator(mode="after")
     def _calibration_needs_reference_tables(self) -> Profile:

@@ -94,10 +94,18 @@ def evaluate(
     never_seen = models["held_out"].astype(bool)
     shipped = shipped or train_predictor(store, ep)
     kind, factors = shipped.regressor.kind, shipped.regressor.graph_factors
+    # The held-out predictors' compositions are fitted as the shipped one was (in-sample or cross-fitted).
+    cross_fit = shipped.composition.cross_fitted
     trained = models[~never_seen]
     by_architecture = {
         a: train_predictor(
-            store, ep, exclude_architectures={a}, kind=kind, graph_factors=factors, timed_models=timed_models
+            store,
+            ep,
+            exclude_architectures={a},
+            kind=kind,
+            graph_factors=factors,
+            timed_models=timed_models,
+            cross_fit=cross_fit,
         )
         for a in sorted(trained["architecture"].unique())
     }
@@ -112,6 +120,7 @@ def evaluate(
                 kind=kind,
                 graph_factors=factors,
                 timed_models=timed_models,
+                cross_fit=cross_fit,
             )
             for f in families
         }

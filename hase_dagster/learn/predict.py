@@ -450,6 +450,8 @@ ARRIVAL_RUN_MS = 0.05
 PER_KERNEL_COUNTS_VIEWS = False
 # Pull toward each term's prior, in units of squared relative error per (column-scaled) term.
 RIDGE = 1e-6
+# A composition is fitted on at least this many models; on fewer it is the identity (the sums as they are).
+MIN_COMPOSITION_POINTS = 3
 
 
 def _design(
@@ -527,6 +529,10 @@ class Composition:
     # between two speeds within seconds, learn.host_speed); None where none was recorded. Each prediction gives the
     # range they span (ModelPrediction.host_range_ms).
     host_loop_range_ms: tuple[float, float] | None = None
+    # Whether it was fitted on out-of-sample kernel sums (learn.training.fit_cross_fitted_composition): each
+    # training architecture's sums from a regressor trained without it. The evaluation's held-out predictors are
+    # fitted the same way.
+    cross_fitted: bool = False
 
     @classmethod
     def fit(
@@ -535,7 +541,7 @@ class Composition:
         host_floor_ms: float = 0.0,
         wait_included_families: tuple[str, ...] = (),
     ) -> Composition:
-        """``points``: (sums, measured mean ms, measured p90 ms). Fewer than 3 points: identity.
+        """``points``: (sums, measured mean ms, measured p90 ms). Fewer than :data:`MIN_COMPOSITION_POINTS`: identity.
 
         The host dispatch time of the launch-bound term and the GPU share of the time-slicing wait are
         chosen among :data:`DISPATCH_CANDIDATES_MS` and :data:`WAIT_GPU_SHARE_CANDIDATES` by the mean's
@@ -549,7 +555,7 @@ class Composition:
         Returns:
             The fitted composition.
         """
-        if len(points) < 3:
+        if len(points) < MIN_COMPOSITION_POINTS:
             return cls(host_floor_ms=host_floor_ms, wait_included_families=wait_included_families)
         sums = [s for s, _, _ in points]
         mean_ms = np.array([m for _, m, _ in points])
@@ -615,6 +621,7 @@ class Composition:
             None if data.get("host_loop_ms") is None else float(data["host_loop_ms"]),
             None if data.get("host_loop_python") is None else str(data["host_loop_python"]),
             _loop_range(data.get("host_loop_range_ms")),
+            bool(data.get("cross_fitted", False)),  # compositions fitted before it: in-sample sums
         )
 
 

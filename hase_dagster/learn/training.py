@@ -20,7 +20,7 @@ from hase_dagster.learn.estimators import dumps
 from hase_dagster.learn.graph_factors import GraphFactors
 from hase_dagster.learn.host_speed import loop_reference
 from hase_dagster.learn.model_timings import TimedModel
-from hase_dagster.learn.predict import Composition, Sums, model_sums
+from hase_dagster.learn.predict import MIN_COMPOSITION_POINTS, Composition, Sums, model_sums
 from hase_dagster.learn.regressor import LatencyRegressor, rows_without, train_regressor, training_rows
 from hase_dagster.measure.host_speed import interpreter
 
@@ -264,6 +264,7 @@ def train_predictor(
     kind: str | None = None,
     graph_factors: GraphFactors | None = None,
     timed_models: Sequence[TimedModel] = (),
+    cross_fit: bool = False,
 ) -> Predictor:
     """Regressor on kernel benchmarks and composition on model benchmarks of ``ep``; with
     ``exclude_architectures``, nothing of those architectures is seen (no kernel instance any of
@@ -272,13 +273,16 @@ def train_predictor(
     elsewhere, on CUPTI's GPU time of whole networks) scale the regressor's kernel times inside a
     model, and the composition is fitted on the scaled times. ``timed_models`` (networks outside the
     warehouse, timed whole, their kernels detected statically: ``learn.model_timings``) are
-    composition points beside the warehouse's models."""
+    composition points beside the warehouse's models. With ``cross_fit``, the composition is fitted on
+    out-of-sample kernel sums (:func:`fit_cross_fitted_composition`)."""
     excluded = set(exclude_architectures)
     models = measured_models(store, ep)
     models = models[~models["held_out"].astype(bool)]
     if excluded:
         models = models[~models["architecture"].isin(excluded)]
     regressor = train_predictor_regressor(store, ep, kind, graph_factors, excluded)
+    if cross_fit:
+        return Predictor(regressor, fit_cross_fitted_composition(store, ep, regressor, excluded, timed_models, models))
     return Predictor(regressor, fit_composition(store, ep, regressor, timed_models, models))
 
 
@@ -339,12 +343,84 @@ def fit_composition(
     floor = host_floor_ms(store, ep)
     included = host_clocked_families(store, ep)
     points = composition_points(regressor, networks(models), kernels_by_variant(store, ep), floor, included)
+    points += _timed_points(store, ep, regressor, timed_models, floor, included)
+    return with_host_reference(Composition.fit(points, floor, included), models)
+
+
+def fit_cross_fitted_composition(
+    store: Warehouse,
+    ep: str,
+    regressor: LatencyRegressor,
+    exclude_architectures: Iterable[str] = (),
+    timed_models: Sequence[TimedModel] = (),
+    models: pd.DataFrame | None = None,
+) -> Composition:
+    """The composition of :func:`fit_composition`, fitted on out-of-sample kernel sums: each training
+    architecture's models are summed by a regressor of ``regressor``'s kind and graph factors trained without
+    that architecture (and without ``exclude_architectures``), as a new network's kernels are summed by a
+    regressor that never saw them. The in-sample sums of :func:`fit_composition` come from the regressor that
+    saw those very kernels, and on the CPU the held-out models came out too fast (results/cpu/cross-fit).
+
+    A model whose precision no other training architecture has is left out: its sums would come from a
+    regressor that never saw that precision (the CPU's fp16 / int8 resnet18, +230%, pulled every coefficient to
+    0.4x). ``timed_models`` are summed by ``regressor``: their networks are in no training row. With fewer out-of-sample
+    points than a fit needs (a single training architecture), the in-sample fit.
+
+    Args:
+        store: the warehouse.
+        ep: the execution provider.
+        regressor: the trained kernel regressor (its kind and graph factors are used for the others).
+        exclude_architectures: architectures none of whose kernel instances any of the regressors sees.
+        timed_models: networks outside the warehouse, timed whole (``learn.model_timings``).
+        models: the warehouse's measured networks to fit on (default: every one not held out).
+
+    Returns:
+        The fitted composition (``cross_fitted`` set).
+    """
+    if models is None:
+        models = measured_models(store, ep)
+        models = models[~models["held_out"].astype(bool)]
+    excluded = set(exclude_architectures)
+    floor = host_floor_ms(store, ep)
+    included = host_clocked_families(store, ep)
+    kernels = kernels_by_variant(store, ep)
+    trained = networks(models)
+    points = []
+    for architecture in sorted(trained["architecture"].unique()):
+        own = trained["architecture"] == architecture
+        rows = trained[own & trained["precision"].isin(set(trained.loc[~own, "precision"]))]
+        if rows.empty:
+            continue
+        without = train_predictor_regressor(
+            store, ep, regressor.kind, regressor.graph_factors, excluded | {architecture}
+        )
+        points += composition_points(without, rows, kernels, floor, included)
+    points += _timed_points(store, ep, regressor, timed_models, floor, included)
+    if len(points) < MIN_COMPOSITION_POINTS:
+        # One training architecture (or one per precision) leaves nothing out of sample to fit on.
+        return replace(fit_composition(store, ep, regressor, timed_models, models), cross_fitted=True)
+    composition = replace(Composition.fit(points, floor, included), cross_fitted=True)
+    return with_host_reference(composition, models)
+
+
+def _timed_points(
+    store: Warehouse,
+    ep: str,
+    regressor: LatencyRegressor,
+    timed_models: Sequence[TimedModel],
+    floor_ms: float,
+    wait_included_families: tuple[str, ...],
+) -> list[tuple[Sums, float, float]]:
+    """Composition points of ``timed_models``, each at the load of its stress level."""
     loads = {level: load_at_level(store, ep, level) for level in sorted({t.stress_level for t in timed_models})}
-    points += [
-        (model_sums(regressor, list(t.kernels), loads[t.stress_level], floor, included)[0], t.mean_ms, t.p90_ms)
+    return [
+        (
+            model_sums(regressor, list(t.kernels), loads[t.stress_level], floor_ms, wait_included_families)[0],
+            t.mean_ms,
+            t.p90_ms,
+        )
         for t in timed_models
     ]
-    return with_host_reference(Composition.fit(points, floor, included), models)
 
 
 def with_host_reference(composition: Composition, models: pd.DataFrame) -> Composition:

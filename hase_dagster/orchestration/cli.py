@@ -424,10 +424,14 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
     provenance = _read_json_object(args.provenance) if args.provenance else {}
     factors = read_graph_factors(args.graph_factors) if args.graph_factors else None
     timed = read_timing_sets(args.timings, _rules_or_none(args.rules), args.timings_match)
-    if (factors is not None or timed or args.regressor_of or args.composition_of) and not args.tables:
+    if (factors is not None or timed or args.regressor_of or args.composition_of or args.cross_fit) and not args.tables:
         raise HaseError(
-            "--graph-factors, --timings, --regressor-of and --composition-of need --tables: "
+            "--graph-factors, --timings, --regressor-of, --composition-of and --cross-fit need --tables: "
             "the predictor is trained again"
+        )
+    if args.cross_fit and (args.regressor_of or args.composition_of):
+        raise HaseError(
+            "--cross-fit fits a composition with regressors of its own: drop --regressor-of / --composition-of"
         )
     if factors is not None and args.regressor_of:
         raise HaseError("--regressor-of keeps that bundle's graph factors: drop --graph-factors")
@@ -474,7 +478,9 @@ def cmd_predictor_export(args: argparse.Namespace) -> int:
             predictor = Predictor(regressor, source.predictor.composition)
             provenance["composition_of"] = {"bundle": source.name, "created": source.document["created"]}
         elif args.tables:
-            predictor = train_predictor(store, ep, kind=args.kind, graph_factors=factors, timed_models=timed)
+            predictor = train_predictor(
+                store, ep, kind=args.kind, graph_factors=factors, timed_models=timed, cross_fit=args.cross_fit
+            )
         else:
             predictor = Predictor.load(paths.predictor(ep))
         if profile is not None:
@@ -752,7 +758,9 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         store = import_tables(args.tables, Path(tmp) / "imported.duckdb")
         _add_reference_rows(store, args.ep, args.reference_tables, Path(tmp) / "reference.duckdb")
-        shipped = train_predictor(store, args.ep, kind=args.kind, graph_factors=factors, timed_models=timed)
+        shipped = train_predictor(
+            store, args.ep, kind=args.kind, graph_factors=factors, timed_models=timed, cross_fit=args.cross_fit
+        )
         result = evaluate(store, args.ep, shipped, timed)
     write_report(result, args.out, f"Hase on {args.ep}")
     (args.out / "regressor.md").write_text(
@@ -762,6 +770,10 @@ def cmd_evaluate_tables(args: argparse.Namespace) -> int:
     return 0
 
 
+CROSS_FIT_HELP = (
+    "fit the composition on out-of-sample kernel sums: each training architecture's from a regressor trained "
+    "without it (one regressor fit per architecture more)"
+)
 REFERENCE_TABLES_HELP = (
     "exported tables of another machine (e.g. results/cpu/tables): their design-space probe rows train beside "
     "these, scaled to this machine's speed by the kernels both timed"
@@ -1068,6 +1080,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--kind", choices=list(REGRESSOR_KINDS), default=None, help="with --tables: regressor kind (default: compare)"
     )
     export.add_argument("--out", type=Path, default=None, help="bundle folder (default: the data directory's bundles)")
+    export.add_argument("--cross-fit", action="store_true", help="with --tables: " + CROSS_FIT_HELP)
     export.add_argument(
         "--graph-factors", type=Path, default=None, help="with --tables: in-graph factors (predictor graph-factors)"
     )
@@ -1169,6 +1182,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--kind", choices=list(REGRESSOR_KINDS), default=None, help="regressor kind (default: compare all)"
     )
     tables.add_argument("--graph-factors", type=Path, default=None, help="in-graph factors (predictor graph-factors)")
+    tables.add_argument("--cross-fit", action="store_true", help=CROSS_FIT_HELP)
     tables.add_argument("--rules", type=Path, default=None, help="the EP's fusion rules (needed by --timings)")
     _timing_arguments(tables)
     tables.add_argument("--reference-tables", type=Path, default=None, help=REFERENCE_TABLES_HELP)
