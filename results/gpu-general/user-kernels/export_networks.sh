@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # On the GPU host: export the networks a user-kernels run studies into DIR/files at BATCHES (comma-separated), once
-# (DIR/files/.exported marks it done): UK_SEEDS' networks written by hand (results/cpu-general/hand_ops_set.py) when
-# set, else UK_MODELS' timm models (the timm wheel carried in .gpuhost/timm). Called by run.sh and cupti_run.sh.
+# (DIR/files/.exported marks it done): UK_CHK_SEEDS' networks of the independent generator (results/cpu-general/
+# checker_nets.py) when set, else UK_SEEDS' networks written by hand (results/cpu-general/hand_ops_set.py) when set,
+# else UK_MODELS' timm models (the timm wheel carried in .gpuhost/timm). Called by run.sh and cupti_run.sh.
 #   bash results/gpu-general/user-kernels/export_networks.sh DIR BATCHES
 set -uo pipefail
 dir=${1:?DIR} batches=${2:?BATCHES}
 [ -e "$dir/files/.exported" ] && exit 0
 mkdir -p "$dir/files"
-if [ -n "${UK_SEEDS:-}" ]; then
+if [ -n "${UK_CHK_SEEDS:-}" ]; then
+  PYTHONPATH=/tmp/site:$PWD python3 results/cpu-general/checker_nets.py "$dir/files" --seeds "$UK_CHK_SEEDS" \
+    --batch-sizes "$batches" > "$dir/export.log" 2>&1 || { tail "$dir/export.log"; exit 1; }
+elif [ -n "${UK_SEEDS:-}" ]; then
   PYTHONPATH=/tmp/site:$PWD python3 results/cpu-general/hand_ops_set.py "$dir/files" --seeds "$UK_SEEDS" \
     --batch-sizes "$batches" > "$dir/export.log" 2>&1 || { tail "$dir/export.log"; exit 1; }
 else

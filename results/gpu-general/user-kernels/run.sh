@@ -22,7 +22,7 @@ UK_MODELS=${UK_MODELS:-visformer_tiny regnetz_b16 convnextv2_atto}
 UK_BATCHES=${UK_BATCHES:-64 16}
 UK_LEVELS=${UK_LEVELS:-0.0 1.0 0.5}
 mkdir -p "$UK_DIR/files"
-export UK_MODELS  # export_networks.sh reads it and UK_SEEDS from the environment
+export UK_MODELS  # export_networks.sh reads it, UK_SEEDS and UK_CHK_SEEDS from the environment
 bash results/gpu-general/user-kernels/export_networks.sh "$UK_DIR" "${UK_EXPORT_BATCHES:-1,16,64}" || exit 1  # batch 1 too: the catalog fingerprints a batch-1 twin
 HASE_DATA_DIR=/tmp/h$UK_NAME EXPORT_NAME=$UK_NAME PROFILE=$UK_PROFILE BATCHES="$UK_BATCHES" LEVELS="$UK_LEVELS" \
   SKIP_LEARNING=1 BUNDLES=0 ANALYSIS_S=100 BENCHMARK_S=120 bash results/gpu-grid/run.sh "$((${BUDGET_S:-480} - SECONDS))"
