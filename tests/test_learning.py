@@ -51,6 +51,8 @@ def trained(tmp_path_factory: pytest.TempPathFactory) -> dict:
     document["profiles"]["tiny"]["models"].append({"name": "dsp_s12", "kind": "design_probe", "seed": 12})
     # resnet18 also in fp16 and int8 (issue 15 C): trained on with the fp32 models, evaluated per precision.
     document["profiles"]["tiny"]["models"][0]["precisions"] = ["fp32", "fp16", "int8"]
+    # As the default cpu profile: the composition fitted on out-of-sample kernel sums.
+    document["profiles"]["tiny"]["cross_fit_composition"] = True
     config.write_text(yaml.safe_dump(document))
     hase = HaseResource(config_path=str(config), data_directory=str(root / "data"))
     resources = {
@@ -86,6 +88,7 @@ def test_learning_assets_train_predict_and_report(trained: dict) -> None:
     saved = json.loads((predictor_path(hase.paths().root, "cpu") / "predictor.json").read_text())
     assert saved["regressor"]["load_fields"] == ["HOST_CPU_UTIL"] and "xgboost" in saved["regressor"]["versions"]
     assert set(saved["regressor"]["targets"]) == {"median_ms", "mean_ms", "p90_ms"}
+    assert saved["composition"]["cross_fitted"] is True  # the profile asks for it
     store = hase.warehouse()
     predictions = store.query("SELECT * FROM latency_predictions")
     # every variant at both benchmarked loads; Prometheus is unreachable here, so no current-load row
@@ -597,13 +600,24 @@ def test_the_evaluation_fits_its_held_out_predictors_as_the_shipped_one_was(
         asked.append(kwargs.get("cross_fit", False))
         return real(*args, **kwargs)
 
+    fitted = []
+    real_regressor = training.train_predictor_regressor
+
+    def recording_regressor(store, ep, kind=None, graph_factors=None, exclude_architectures=()):  # type: ignore[no-untyped-def]
+        fitted.append(frozenset(exclude_architectures))
+        return real_regressor(store, ep, kind, graph_factors, exclude_architectures)
+
     monkeypatch.setattr(evaluation, "train_predictor", recording)
-    evaluation.evaluate(store, "cpu", shipped)
+    monkeypatch.setattr(training, "train_predictor_regressor", recording_regressor)
+    in_sample = replace(shipped, composition=training.fit_composition(store, "cpu", shipped.regressor))
+    evaluation.evaluate(store, "cpu", in_sample)
     # one predictor per held-out architecture and per held-out family (two of each here)
     assert asked == [False] * 4
+    # each family here is one architecture: its predictor's regressor is that architecture's, trained once
+    assert sorted(fitted, key=sorted) == [frozenset({"resnet18"}), frozenset({"transformer_encoder"})]
     asked.clear()
-    cross_fitted = replace(shipped, composition=training.fit_cross_fitted_composition(store, "cpu", shipped.regressor))
-    evaluation.evaluate(store, "cpu", cross_fitted)
+    assert shipped.composition.cross_fitted  # the profile's setting
+    evaluation.evaluate(store, "cpu", shipped)
     assert asked == [True] * 4
 
 

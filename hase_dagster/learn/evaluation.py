@@ -32,6 +32,7 @@ from hase_dagster.learn.model_timings import TimedModel
 from hase_dagster.learn.predict import ModelPrediction, predict_model
 from hase_dagster.learn.training import (
     Predictor,
+    RegressorMemo,
     background_load,
     kernels_by_variant,
     measured_models,
@@ -96,6 +97,9 @@ def evaluate(
     kind, factors = shipped.regressor.kind, shipped.regressor.graph_factors
     # The held-out predictors' compositions are fitted as the shipped one was (in-sample or cross-fitted).
     cross_fit = shipped.composition.cross_fitted
+    # A family of one architecture leaves out what that architecture's predictor does, and cross-fitting needs the
+    # same pairs of exclusions again: each regressor is trained once.
+    regressors: RegressorMemo = {}
     trained = models[~never_seen]
     by_architecture = {
         a: train_predictor(
@@ -106,6 +110,7 @@ def evaluate(
             graph_factors=factors,
             timed_models=timed_models,
             cross_fit=cross_fit,
+            regressors=regressors,
         )
         for a in sorted(trained["architecture"].unique())
     }
@@ -121,6 +126,7 @@ def evaluate(
                 graph_factors=factors,
                 timed_models=timed_models,
                 cross_fit=cross_fit,
+                regressors=regressors,
             )
             for f in families
         }

@@ -29,6 +29,9 @@ if TYPE_CHECKING:  # loading a predictor (``hase predict --predictor``) imports 
 
     from warehouse.store import Warehouse
 
+# Regressors of one warehouse, EP, kind and graph factors, by the architectures they were trained without.
+RegressorMemo = dict[frozenset[str], LatencyRegressor]
+
 # The predictor folder's format: data only (JSON, XGBoost's UBJSON, numpy arrays without pickle).
 PREDICTOR_FORMAT = "hase-predictor"
 PREDICTOR_FORMAT_VERSION = 2
@@ -265,6 +268,7 @@ def train_predictor(
     graph_factors: GraphFactors | None = None,
     timed_models: Sequence[TimedModel] = (),
     cross_fit: bool = False,
+    regressors: RegressorMemo | None = None,
 ) -> Predictor:
     """Regressor on kernel benchmarks and composition on model benchmarks of ``ep``; with
     ``exclude_architectures``, nothing of those architectures is seen (no kernel instance any of
@@ -274,15 +278,18 @@ def train_predictor(
     model, and the composition is fitted on the scaled times. ``timed_models`` (networks outside the
     warehouse, timed whole, their kernels detected statically: ``learn.model_timings``) are
     composition points beside the warehouse's models. With ``cross_fit``, the composition is fitted on
-    out-of-sample kernel sums (:func:`fit_cross_fitted_composition`)."""
+    out-of-sample kernel sums (:func:`fit_cross_fitted_composition`). ``regressors`` (a memo shared by calls on the
+    same warehouse, EP, kind and graph factors) keeps each regressor by the architectures it was trained without, so
+    that no set of exclusions is fitted twice."""
     excluded = set(exclude_architectures)
     models = measured_models(store, ep)
     models = models[~models["held_out"].astype(bool)]
     if excluded:
         models = models[~models["architecture"].isin(excluded)]
-    regressor = train_predictor_regressor(store, ep, kind, graph_factors, excluded)
+    regressor = _regressor_without(store, ep, kind, graph_factors, excluded, regressors)
     if cross_fit:
-        return Predictor(regressor, fit_cross_fitted_composition(store, ep, regressor, excluded, timed_models, models))
+        composition = fit_cross_fitted_composition(store, ep, regressor, excluded, timed_models, models, regressors)
+        return Predictor(regressor, composition)
     return Predictor(regressor, fit_composition(store, ep, regressor, timed_models, models))
 
 
@@ -354,6 +361,7 @@ def fit_cross_fitted_composition(
     exclude_architectures: Iterable[str] = (),
     timed_models: Sequence[TimedModel] = (),
     models: pd.DataFrame | None = None,
+    regressors: RegressorMemo | None = None,
 ) -> Composition:
     """The composition of :func:`fit_composition`, fitted on out-of-sample kernel sums: each training
     architecture's models are summed by a regressor of ``regressor``'s kind and graph factors trained without
@@ -373,6 +381,8 @@ def fit_cross_fitted_composition(
         exclude_architectures: architectures none of whose kernel instances any of the regressors sees.
         timed_models: networks outside the warehouse, timed whole (``learn.model_timings``).
         models: the warehouse's measured networks to fit on (default: every one not held out).
+        regressors: regressors already trained (of ``regressor``'s kind and graph factors, on ``store``), by the
+            architectures they were trained without; those trained here are added.
 
     Returns:
         The fitted composition (``cross_fitted`` set).
@@ -391,8 +401,8 @@ def fit_cross_fitted_composition(
         rows = trained[own & trained["precision"].isin(set(trained.loc[~own, "precision"]))]
         if rows.empty:
             continue
-        without = train_predictor_regressor(
-            store, ep, regressor.kind, regressor.graph_factors, excluded | {architecture}
+        without = _regressor_without(
+            store, ep, regressor.kind, regressor.graph_factors, excluded | {architecture}, regressors
         )
         points += composition_points(without, rows, kernels, floor, included)
     points += _timed_points(store, ep, regressor, timed_models, floor, included)
@@ -401,6 +411,25 @@ def fit_cross_fitted_composition(
         return replace(fit_composition(store, ep, regressor, timed_models, models), cross_fitted=True)
     composition = replace(Composition.fit(points, floor, included), cross_fitted=True)
     return with_host_reference(composition, models)
+
+
+def _regressor_without(
+    store: Warehouse,
+    ep: str,
+    kind: str | None,
+    graph_factors: GraphFactors | None,
+    excluded: set[str],
+    regressors: RegressorMemo | None,
+) -> LatencyRegressor:
+    """:func:`train_predictor_regressor` without ``excluded``, taken from ``regressors`` where it is there (and kept
+    there when trained)."""
+    key = frozenset(excluded)
+    if regressors is not None and key in regressors:
+        return regressors[key]
+    regressor = train_predictor_regressor(store, ep, kind, graph_factors, excluded)
+    if regressors is not None:
+        regressors[key] = regressor
+    return regressor
 
 
 def _timed_points(
