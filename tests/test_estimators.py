@@ -12,14 +12,7 @@ import pytest
 
 from hase_dagster.core.errors import HaseError
 from hase_dagster.learn.estimators import KINDS, FeatureLayout, RooflineResidual, load_estimator, make_estimator
-from hase_dagster.learn.features import (
-    FAMILY_RULES,
-    NUMERIC_FEATURES,
-    alignment,
-    as_matrix,
-    kernel_features,
-    numeric_columns,
-)
+from hase_dagster.learn.features import NUMERIC_FEATURES, alignment, as_matrix, kernel_features, numeric_columns
 from hase_dagster.learn.predict import Composition
 from hase_dagster.learn.regressor import LatencyRegressor, _train, train_regressor
 from hase_dagster.learn.training import Predictor
@@ -439,73 +432,9 @@ def test_a_batch_norm_over_rows_and_a_bicubic_resize_are_families_of_their_own_a
     assert kernel_features(_batch_norm([16, 256, 28, 28]))["family"] == "BatchNormalization"
     assert kernel_features(_batch_norm([3136, 256]), family_variants=False)["family"] == "BatchNormalization"
     layout = _layout(["BatchNormalization"], [".BatchNormalization"])
-    assert FeatureLayout.from_json(layout.to_json()).family_variants == FAMILY_RULES == 2
+    assert FeatureLayout.from_json(layout.to_json()).family_variants is True
     old = {k: v for k, v in layout.to_json().items() if k != "family_variants"}
-    assert FeatureLayout.from_json(old).family_variants == 0
-    # saved when the rules were a yes or a no: the rank and mode splits, no pooled activations
-    assert FeatureLayout.from_json({**old, "family_variants": True}).family_variants == 1
-
-
-def test_a_relu6_convolution_trains_and_predicts_as_a_relu_one_and_older_layouts_keep_it_apart() -> None:
-    def conv(family: str, activation: str) -> dict[str, object]:
-        return {"family": family, "op_type": "FusedConv", "domain": "com.microsoft",
-                "attributes": {"activation": activation, "kernel_shape": [7, 7], "group": 1},
-                "inputs": [{"name": "x", "shape": [4, 96, 14, 14]},
-                           {"name": "w", "shape": [96, 96, 7, 7], "weight": True}],
-                "outputs": [{"shape": [4, 96, 14, 14]}]}  # fmt: skip
-
-    relu6, relu = conv("Conv_Clip", "Clip"), conv("Conv_Relu", "Relu")
-    assert kernel_features(relu6) == kernel_features(relu)  # the same work, the same features
-    assert kernel_features(relu6, family_variants=1)["family"] == "Conv_Clip"
-    assert kernel_features(conv("Conv_Add_Clip", "Clip"))["family"] == "Conv_Add_Relu"
-    assert kernel_features(conv("Conv_Sigmoid", "Sigmoid"))["family"] == "Conv_Sigmoid"  # not a clamp
-    assert kernel_features({**relu6, "family": "Clip", "op_type": "Clip"})["family"] == "Clip"  # a Clip alone
-
-
-def _fused_conv(family: str, side: int, channels: int, kernel: int, mean_ms: float = 0.0, instance: str = "c") -> dict:
-    """A dense FusedConv kernel (``family`` says its activation) over a [4, channels, side, side] map, as a CPU training
-    row when timed."""
-    shape = [4, channels, side, side]
-    numel, flops = int(np.prod(shape)), 2 * int(np.prod(shape)) * channels * kernel * kernel
-    return {
-        "instance_id": instance, "family": family, "op_type": "FusedConv", "domain": "com.microsoft",
-        "inputs": [{"name": "x", "dtype": "float", "shape": shape},
-                   {"name": "w", "dtype": "float", "shape": [channels, channels, kernel, kernel], "weight": True}],
-        "outputs": [{"name": "y", "dtype": "float", "shape": shape}],
-        "attributes": {"activation": family.rsplit("_", 1)[-1], "kernel_shape": [kernel, kernel], "group": 1},
-        "flops": flops, "input_bytes": 4 * numel, "output_bytes": 4 * numel,
-        "weight_bytes": 4 * channels * channels * kernel * kernel, "status": "ok", "mean_ms": mean_ms,
-        "median_ms": mean_ms, "p90_ms": mean_ms * 1.05, "batch_size": 4, "stress_level": 0.0, "bg_HOST_CPU_UTIL": 0.0,
-        "architecture": instance,
-    }  # fmt: skip
-
-
-def test_a_regressor_trained_on_relu_convolutions_knows_relu6_ones_and_predicts_them_alike(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Trained on ReLU convolutions alone, a regressor of family rules 2 knows a ReLU6 one (no fallback) and predicts it
-    as the ReLU one of the same shape; under rules 1 the family is unknown to it."""
-    from hase_dagster.learn import estimators, features
-
-    rng = np.random.default_rng(0)
-    rows = []
-    for i in range(60):
-        side, channels = int(rng.choice([7, 14, 28])), int(rng.choice([32, 64, 96, 128]))
-        kernel = int(rng.choice([1, 3, 5, 7]))
-        law = 0.003 + 4 * side * side * channels**2 * kernel**2 / 1e10
-        rows.append(_fused_conv("Conv_Relu", side, channels, kernel, law, f"r{i}"))
-    frame = pd.DataFrame(rows)
-    for column in ("inputs", "outputs", "attributes"):
-        frame[f"{column}_json"] = frame[column].map(json.dumps)
-    relu6, relu = _fused_conv("Conv_Clip", 14, 96, 7), _fused_conv("Conv_Relu", 14, 96, 7)
-    pooled = train_regressor(frame, "cpu", kind="xgboost")
-    assert pooled.layout.family_variants == 2 and pooled.knows("Conv_Clip", relu6)
-    times = pooled.predict_kernels([relu6, relu], [{"HOST_CPU_UTIL": 0.0}])[0]["mean_ms"]
-    assert times[0] == times[1]
-    monkeypatch.setattr(features, "FAMILY_RULES", 1)
-    monkeypatch.setattr(estimators, "FAMILY_RULES", 1)
-    apart = train_regressor(frame, "cpu", kind="xgboost")
-    assert apart.layout.family_variants == 1 and not apart.knows("Conv_Clip", relu6)
+    assert FeatureLayout.from_json(old).family_variants is False
 
 
 def test_rows_of_a_slow_2d_batch_norm_leave_the_4d_ones_at_their_own_speed() -> None:

@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from hase_dagster.core.errors import HaseError
-from hase_dagster.learn.features import FAMILY_RULES, OPERAND_ORDERS
+from hase_dagster.learn.features import OPERAND_ORDERS
 
 # Clip log predictions: a linear model can extrapolate wildly.
 LOG_MS_RANGE = (-12.0, 12.0)
@@ -51,7 +51,7 @@ class FeatureLayout:
         families: list[str],
         ops: list[str],
         operand_order: str = "largest_first",
-        family_variants: int | None = None,
+        family_variants: bool = True,
     ) -> None:
         self.columns = columns
         self.n_numeric = n_numeric
@@ -60,9 +60,8 @@ class FeatureLayout:
         # How the features read a kernel's operands (features.OPERAND_ORDERS): a prediction reads them as
         # the training did.
         self.operand_order = operand_order
-        # The family rules of the family feature (features.FAMILY_RULES: 0 the catalog's, 1 RANK_FAMILIES and
-        # MODE_FAMILIES split off, 2 also POOLED_ACTIVATIONS pooled), as the training applied them.
-        self.family_variants = FAMILY_RULES if family_variants is None else int(family_variants)
+        # Whether the family feature splits features.RANK_FAMILIES and MODE_FAMILIES (as the training did).
+        self.family_variants = family_variants
 
     @staticmethod
     def _hot_index(hot: np.ndarray) -> np.ndarray:
@@ -108,8 +107,7 @@ class FeatureLayout:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FeatureLayout:
         """The layout a :meth:`to_json` entry describes; one saved before the operand order was recorded read
-        its operands in graph order, one saved before ``family_variants`` kept the catalog's families, and one saved
-        with ``family_variants`` true (before the rules were numbered) applies rules 1."""
+        its operands in graph order, one saved before ``family_variants`` kept the catalog's families."""
         order = str(data.get("operand_order", "graph"))
         if order not in OPERAND_ORDERS:
             known = ", ".join(OPERAND_ORDERS)
@@ -120,7 +118,7 @@ class FeatureLayout:
             list(data["families"]),
             list(data["ops"]),
             order,
-            int(data.get("family_variants", 0)),
+            bool(data.get("family_variants", False)),
         )
 
 

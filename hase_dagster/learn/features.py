@@ -111,15 +111,6 @@ OPERAND_ORDERS: tuple[str, ...] = ("graph", "largest_first")
 # run in microseconds (results/cpu/resize-probes).
 RANK_FAMILIES: dict[str, int] = {"BatchNormalization": 2}
 MODE_FAMILIES: dict[str, frozenset[str]] = {"Resize": frozenset({"cubic"})}
-# A convolution's fused activation that only clamps its output (Clip: ReLU6; Relu is Clip(0, inf)) costs it the same:
-# MLAS applies either in the convolution's output loop. From family rules 2 on the two train and predict as one family
-# (``Conv_Clip`` as ``Conv_Relu``). The CPU tables held ReLU6 convolutions from MobileNetV2 alone: left out, its 35
-# ``Conv_Clip`` kernels were predicted 14% fast (median), and a never-seen network's dense 7x7 ReLU6 convolutions
-# 20-35% fast, where ``Conv_Relu`` has rows from every CNN family and the design-space probes.
-POOLED_ACTIVATIONS: dict[str, str] = {"Clip": "Relu"}
-# The family rules a regressor trains with now (FeatureLayout.family_variants): 0 the catalog's families, 1 also
-# RANK_FAMILIES and MODE_FAMILIES split off, 2 also POOLED_ACTIVATIONS pooled.
-FAMILY_RULES = 2
 ALIGN_CAP = 16
 # Integer vectors up to this many elements are a kernel's parameters (pads, shape, axes, starts, repeats),
 # whether an initializer holds them or a constant subgraph computes them: ORT reads them on the host.
@@ -183,16 +174,9 @@ def _split_inputs(inputs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], l
     return activations, weights, computed_parameter_bytes
 
 
-def feature_family(family: str, input_rank: int, mode: str = "", rules: int | None = None) -> str:
-    """The family a kernel trains and predicts as under family ``rules`` (default :data:`FAMILY_RULES`): ``family``,
-    ``family@rank<r>`` for :data:`RANK_FAMILIES` when its first activation input has that rank, ``family@<mode>`` for
-    :data:`MODE_FAMILIES`' modes, and from rules 2 a convolution's fused activation of :data:`POOLED_ACTIVATIONS` as
-    the one it is pooled with; rules 0: ``family`` as it is."""
-    rules = FAMILY_RULES if rules is None else rules
-    if rules <= 0:
-        return family
-    if rules >= 2:
-        family = _pooled_activation(family)
+def feature_family(family: str, input_rank: int, mode: str = "") -> str:
+    """The family a kernel trains and predicts as: ``family``, ``family@rank<r>`` for :data:`RANK_FAMILIES` when
+    its first activation input has that rank, ``family@<mode>`` for :data:`MODE_FAMILIES`' modes."""
     if RANK_FAMILIES.get(family) == input_rank:
         return f"{family}@rank{input_rank}"
     if mode in MODE_FAMILIES.get(family, ()):
@@ -200,22 +184,12 @@ def feature_family(family: str, input_rank: int, mode: str = "", rules: int | No
     return family
 
 
-def _pooled_activation(family: str) -> str:
-    """``family`` with a convolution's fused activation (its last ``_`` part) replaced as :data:`POOLED_ACTIVATIONS`
-    says (``Conv_Clip`` -> ``Conv_Relu``, ``Conv_Add_Clip`` -> ``Conv_Add_Relu``)."""
-    parts = family.split("_")
-    if len(parts) >= 2 and parts[0] == "Conv" and parts[-1] in POOLED_ACTIVATIONS:
-        return "_".join([*parts[:-1], POOLED_ACTIVATIONS[parts[-1]]])
-    return family
-
-
-def kernel_family(kernel: Mapping[str, Any], rules: int | None = None) -> str:
-    """:func:`feature_family` of a catalog-style kernel record (``inputs``/``inputs_json``, ``attributes``) under
-    family ``rules``."""
+def kernel_family(kernel: Mapping[str, Any]) -> str:
+    """:func:`feature_family` of a catalog-style kernel record (``inputs``/``inputs_json``, ``attributes``)."""
     activations = _split_inputs(_loads(kernel.get("inputs_json", kernel.get("inputs"))) or [])[0]
     attributes = _loads(kernel.get("attributes_json", kernel.get("attributes"))) or {}
     rank = len(activations[0]["shape"]) if activations else 0
-    return feature_family(str(kernel["family"]), rank, _mode(attributes), rules)
+    return feature_family(str(kernel["family"]), rank, _mode(attributes))
 
 
 def reduced_axes(in_shape: Sequence[int], out_shape: Sequence[int], attributes: Mapping[str, Any]) -> list[int] | None:
@@ -268,14 +242,13 @@ def _mode(attributes: Mapping[str, Any]) -> str:
 
 
 def kernel_features(
-    kernel: Mapping[str, Any], operand_order: str = "largest_first", family_variants: int | None = None
+    kernel: Mapping[str, Any], operand_order: str = "largest_first", family_variants: bool = True
 ) -> dict[str, Any]:
     """Features of one kernel from catalog-style fields (``inputs``/``inputs_json`` etc.).
 
     ``operand_order`` (:data:`OPERAND_ORDERS`) says which activation is the first input whose dims the
-    features read: with "largest_first" a broadcasting elementwise op's largest operand. ``family_variants``: the
-    family rules of the ``family`` feature (:func:`feature_family`; default :data:`FAMILY_RULES`; 0 or False: the
-    catalog's families, as regressors saved before the rules).
+    features read: with "largest_first" a broadcasting elementwise op's largest operand. ``family_variants``:
+    the ``family`` feature is :func:`feature_family`'s (False: the catalog's, as regressors saved before it).
 
     A shape operand (:func:`is_shape_operand`) counts as a weight whether or not the graph holds it as one:
     the tables' kernels, read from ORT's optimised graphs, have them folded into initializers, while static
@@ -330,7 +303,9 @@ def kernel_features(
         "conv_bias": int(kernel.get("op_type") in CONV_OPS and any(len(t["shape"]) == 1 for t in weights)),
         "reduce_matrix_path": int(takes_matrix_reduction(str(kernel.get("op_type")), first_in, first_out, attributes)),
         **dict(zip(("axis_length", "axis_inner"), axis_rows(str(kernel.get("op_type")), first_in, attributes))),
-        "family": feature_family(kernel["family"], len(first_in), _mode(attributes), family_variants),
+        "family": (
+            feature_family(kernel["family"], len(first_in), _mode(attributes)) if family_variants else kernel["family"]
+        ),
         "op": f"{kernel.get('domain') or ''}.{kernel.get('op_type')}",
     }
     return features
@@ -341,7 +316,7 @@ def feature_frame(
     load: pd.DataFrame | Mapping[str, float],
     load_fields: list[str],
     operand_order: str = "largest_first",
-    family_variants: int | None = None,
+    family_variants: bool = True,
 ) -> pd.DataFrame:
     """Kernel features plus one ``load_<field>`` column per load field.
 
@@ -391,7 +366,7 @@ def feature_matrix(
     load_fields: list[str],
     numeric: Sequence[str] | None = None,
     operand_order: str = "largest_first",
-    family_variants: int | None = None,
+    family_variants: bool = True,
 ) -> np.ndarray:
     """The matrix :func:`as_matrix` makes of :func:`feature_frame` for these kernels, without pandas:
     one block of rows per load in ``loads`` (every kernel under the first load, then under the

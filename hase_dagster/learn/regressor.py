@@ -140,7 +140,7 @@ class LatencyRegressor:
         """Whether the regressor trained on ``family`` (with ``kernel``, a catalog-style record: on the family its
         features give that kernel, features.kernel_family)."""
         if kernel is not None and self.layout.family_variants:
-            family = kernel_family(kernel, self.layout.family_variants)
+            family = kernel_family(kernel)
         return family in self.families
 
     def save(self, folder: Path) -> dict[str, Any]:

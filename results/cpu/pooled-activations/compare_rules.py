@@ -3,6 +3,9 @@ rules 2 pool a convolution's fused ReLU6 with its ReLU, `POOLED_ACTIVATIONS`), t
 profile fits it. Appends one row per (setting, stress level, rules) to OUT.csv, tagged with RUN, and prints them.
 
     .venv/bin/python results/cpu/pooled-activations/compare_rules.py WAREHOUSE.duckdb RUN OUT.csv
+
+It runs at commit 187b9fa, the experiment's code. The rules were reverted after it (README.md), and later code has no
+``FAMILY_RULES``.
 """
 
 from __future__ import annotations
