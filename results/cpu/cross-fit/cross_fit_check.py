@@ -9,9 +9,10 @@ regressor, which saw those very kernels; a new network's sums are out of sample.
   others' in-sample sums (as `evaluate` does) and (b) one fitted on each other architecture B's sums from a regressor
   without A and B (nothing of A seen).
 
-The cross-fitted points and the scored cases are fp32 variants only: a precision only one architecture has (the fp16
-/ int8 resnet18) is `unseen_precision` in the report, and its sums from a regressor that never saw that precision
-pulled every coefficient to 0.4x when kept. The in-sample fits keep them, as `evaluate` does.
+The cross-fitted compositions are `learn.training.fit_cross_fitted_composition`'s (shipped since), which leaves out a
+precision only one architecture has (the fp16 / int8 resnet18, `unseen_precision` in the report: their sums from a
+regressor that never saw that precision pulled every coefficient to 0.4x when kept). The scored cases are fp32
+variants only; the in-sample fits keep every variant, as `evaluate` does.
 
     .venv/bin/python results/cpu/cross-fit/cross_fit_check.py .hase_data/hase.duckdb OUT.csv
 """
@@ -30,11 +31,10 @@ import pandas as pd
 from hase_dagster.learn.predict import Composition, predict_model
 from hase_dagster.learn.regressor import LatencyRegressor
 from hase_dagster.learn.training import (
+    RegressorMemo,
     background_load,
-    composition_points,
     fit_composition,
-    host_clocked_families,
-    host_floor_ms,
+    fit_cross_fitted_composition,
     kernels_by_variant,
     measured_models,
     networks,
@@ -64,9 +64,8 @@ def compare(store: Warehouse) -> int:
     trained_all = models[~held]  # what evaluate's held-out predictors fit their composition on
     trained = trained_all[trained_all["precision"] == "fp32"]
     unseen = models[held]
-    floor, included = host_floor_ms(store, EP), host_clocked_families(store, EP)
     archs = sorted(trained["architecture"].unique())
-    cache: dict[frozenset[str], LatencyRegressor] = {}
+    cache: RegressorMemo = {}
 
     def without(excluded: frozenset[str]) -> LatencyRegressor:
         if excluded not in cache:
@@ -74,12 +73,9 @@ def compare(store: Warehouse) -> int:
         return cache[excluded]
 
     def cross_fitted(excluded: frozenset[str]) -> Composition:
-        points = []
-        for b in archs:
-            if b not in excluded:
-                rows = trained[trained["architecture"] == b]
-                points += composition_points(without(excluded | {b}), rows, kernels, floor, included)
-        return Composition.fit(points, floor, included)
+        # The shipped fit: it leaves out the fp16 / int8 variants no other architecture has, as fp32-only did here.
+        rows = trained_all[~trained_all["architecture"].isin(excluded)]
+        return fit_cross_fitted_composition(store, EP, without(excluded), excluded, models=rows, regressors=cache)
 
     def in_sample(excluded: frozenset[str]) -> Composition:
         rows = trained_all[~trained_all["architecture"].isin(excluded)]
