@@ -61,3 +61,39 @@ def test_failing_kernel_leaves_no_file(transformer: ModelAnalysis, tmp_path: Pat
     with pytest.raises(Exception, match="no-such-node"):
         write_kernel_model(optimized, broken, tmp_path, "cpu")
     assert list(tmp_path.iterdir()) == []
+
+
+def _sign_changes(values: np.ndarray) -> float:
+    return float(np.mean(np.sign(values[..., 1:]) != np.sign(values[..., :-1])))
+
+
+def test_prelu_kernels_are_fed_sign_runs_and_other_kernels_noise(tmp_path: Path) -> None:
+    """ORT's CPU PRelu branches per element: its kernel gets a feature map's sign runs, not uniform noise."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(0)
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [8, 8, 3, 3], rng.standard_normal(576).tolist())
+    slope = helper.make_tensor("slope", TensorProto.FLOAT, [8, 1, 1], [0.25] * 8)
+    graph = helper.make_graph(
+        [
+            helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+            helper.make_node("PRelu", ["c", "slope"], ["p"]),
+            helper.make_node("Sigmoid", ["p"], ["y"]),
+        ],
+        "prelu",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 32, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 32, 32])],
+        initializer=[weight, slope],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "prelu.onnx"))
+    analysis = analyze_model(tmp_path / "prelu.onnx", "cpu", tmp_path / "opt.onnx")
+    paths = _extract_all(analysis, tmp_path / "kernels")
+    by_op = {k.op_type: paths[k.node_name] for k in analysis.kernels}
+    prelu_feeds, sigmoid_feeds = load_inputs(by_op["PRelu"]), load_inputs(by_op["Sigmoid"])
+    assert prelu_feeds is not None and sigmoid_feeds is not None
+    (prelu_input,) = prelu_feeds.values()
+    (sigmoid_input,) = sigmoid_feeds.values()
+    assert _sign_changes(prelu_input) < 0.35 < 0.45 < _sign_changes(sigmoid_input)
+    assert 0.35 < float(np.mean(prelu_input < 0)) < 0.65  # both branches still taken
