@@ -4,7 +4,7 @@ regressor on the same kernels, and the whole model's measured time against the c
 
     .venv/bin/python results/gpu-general/user-kernels/attribute.py results/gpu-general/user-kernels/tables \
         --bundle results/bundles/h100
-    .venv/bin/python results/gpu-general/user-kernels/attribute.py results/cpu/user-kernels/tables --bundle BUNDLE  # CPU
+    .venv/bin/python results/gpu-general/user-kernels/attribute.py results/cpu/user-kernels/tables --bundle B  # CPU
 """
 
 from __future__ import annotations
