@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from hase_dagster.core.errors import HaseError
-from hase_dagster.learn.features import OPERAND_ORDERS
+from hase_dagster.learn.features import MODE_FAMILIES, OPERAND_ORDERS
 
 # Clip log predictions: a linear model can extrapolate wildly.
 LOG_MS_RANGE = (-12.0, 12.0)
@@ -453,6 +453,12 @@ def op_group(op: str) -> str:
     return _GROUP_OF.get(op.rsplit(".", 1)[-1], "elementwise")
 
 
+def _is_mode_family(family: str) -> bool:
+    """Whether ``family`` is a :data:`features.MODE_FAMILIES` variant (``Resize@cubic``)."""
+    base, _, mode = family.partition("@")
+    return mode in MODE_FAMILIES.get(base, ())
+
+
 class RooflineResidual:
     """A roofline base per op class, times an XGBoost correction in log space.
 
@@ -467,10 +473,20 @@ class RooflineResidual:
 
     kind = "roofline_xgboost"
 
-    def __init__(self, layout: FeatureLayout, n_estimators: int = 600, fused_grouped_as_plain: bool = True) -> None:
+    def __init__(
+        self,
+        layout: FeatureLayout,
+        n_estimators: int = 600,
+        fused_grouped_as_plain: bool = True,
+        mode_classes: bool = True,
+    ) -> None:
         self.layout = layout
         # False for a model saved before grouped FusedConv and Conv shared a class (it loads as fitted).
         self.fused_grouped_as_plain = fused_grouped_as_plain
+        # A mode that changes the algorithm (features.MODE_FAMILIES: a bicubic Resize reads about 100x the time per
+        # element of a bilinear one) is a class of its own, so its base scales with size beyond the rows the trees
+        # saw. False for a model saved before (it loads as fitted).
+        self.mode_classes = mode_classes
         self.per_class: dict[str, np.ndarray] = {}
         self.per_group: dict[str, np.ndarray] = {}
         self.global_fit = np.zeros(3)
@@ -483,7 +499,12 @@ class RooflineResidual:
             # A grouped FusedConv runs the plain grouped Conv with an activation epilogue (one small GEMM
             # per group and image on the CPU EP): one class, so a fused activation needs no rows of its own.
             ops = np.where(grouped & (ops == FUSED_CONV), PLAIN_CONV, ops)
-        return np.where(grouped, ops + ":grouped", ops)
+        classes = np.where(grouped, ops + ":grouped", ops)
+        if self.mode_classes:
+            families = np.array([*self.layout.families, "?"], dtype=object)[self.layout.family_index(x)]
+            modal = np.array([_is_mode_family(str(f)) for f in families], dtype=bool)
+            classes = np.where(modal, families, classes)
+        return classes
 
     def _design(self, x: np.ndarray) -> np.ndarray:
         gflop = np.expm1(self.layout.column(x, "log_flops")) / 1e9
@@ -552,12 +573,17 @@ class RooflineResidual:
             "per_class": {k: _floats(v) for k, v in self.per_class.items()},
             "per_group": {k: _floats(v) for k, v in self.per_group.items()},
             "fused_grouped_as_plain": self.fused_grouped_as_plain,
+            "mode_classes": self.mode_classes,
             "residual": self.residual.save(folder, f"{stem}.residual"),
         }
 
     @classmethod
     def load(cls, layout: FeatureLayout, entry: dict[str, Any], folder: Path) -> RooflineResidual:
-        model = cls(layout, fused_grouped_as_plain=bool(entry.get("fused_grouped_as_plain", False)))
+        model = cls(
+            layout,
+            fused_grouped_as_plain=bool(entry.get("fused_grouped_as_plain", False)),
+            mode_classes=bool(entry.get("mode_classes", False)),
+        )
         model.global_fit = np.array(entry["global_fit"], dtype=float)
         model.per_class = {k: np.array(v, dtype=float) for k, v in entry["per_class"].items()}
         model.per_group = {k: np.array(v, dtype=float) for k, v in entry["per_group"].items()}
