@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 from onnx import helper
 
 from hase_dagster.analysis.catalog import Kernel
@@ -43,7 +44,7 @@ def feature_map_like(values: np.ndarray) -> np.ndarray:
     return uniform_filter(values, size=size, mode="wrap").astype(values.dtype)
 
 
-def kernel_inputs(session, kernel: Kernel) -> dict[str, np.ndarray]:  # session: ort.InferenceSession
+def kernel_inputs(session: ort.InferenceSession, kernel: Kernel) -> dict[str, np.ndarray]:
     """Dummy inputs of ``kernel``'s model: :func:`random_inputs`, feature-map-like for :data:`SIGN_PATTERN_OPS`."""
     feeds = random_inputs(session, seed=1)
     if kernel.op_type in SIGN_PATTERN_OPS:

@@ -501,9 +501,11 @@ class RooflineResidual:
             ops = np.where(grouped & (ops == FUSED_CONV), PLAIN_CONV, ops)
         classes = np.where(grouped, ops + ":grouped", ops)
         if self.mode_classes:
-            families = np.array([*self.layout.families, "?"], dtype=object)[self.layout.family_index(x)]
-            modal = np.array([_is_mode_family(str(f)) for f in families], dtype=bool)
-            classes = np.where(modal, families, classes)
+            modal = [i for i, family in enumerate(self.layout.families) if _is_mode_family(family)]
+            if modal:
+                index = self.layout.family_index(x)
+                families = np.array(self.layout.families, dtype=object)[np.maximum(index, 0)]
+                classes = np.where(np.isin(index, modal), families, classes)
         return classes
 
     def _design(self, x: np.ndarray) -> np.ndarray:

@@ -395,6 +395,7 @@ def fit_cross_fitted_composition(
     included = host_clocked_families(store, ep)
     kernels = kernels_by_variant(store, ep)
     trained = networks(models)
+    timed = _timed_points(store, ep, regressor, timed_models, floor, included)
     points = []
     for architecture in sorted(trained["architecture"].unique()):
         own = trained["architecture"] == architecture
@@ -405,11 +406,10 @@ def fit_cross_fitted_composition(
             store, ep, regressor.kind, regressor.graph_factors, excluded | {architecture}, regressors
         )
         points += composition_points(without, rows, kernels, floor, included)
-    points += _timed_points(store, ep, regressor, timed_models, floor, included)
-    if len(points) < MIN_COMPOSITION_POINTS:
-        # One training architecture (or one per precision) leaves nothing out of sample to fit on.
-        return replace(fit_composition(store, ep, regressor, timed_models, models), cross_fitted=True)
-    composition = replace(Composition.fit(points, floor, included), cross_fitted=True)
+    if len(points) + len(timed) < MIN_COMPOSITION_POINTS:
+        # One training architecture (or one per precision) leaves nothing out of sample to fit on: in-sample sums.
+        points = composition_points(regressor, trained, kernels, floor, included)
+    composition = replace(Composition.fit(points + timed, floor, included), cross_fitted=True)
     return with_host_reference(composition, models)
 
 
