@@ -18,7 +18,6 @@ flipped sign between runs), are held at 0 and at most one floor (:data:`HOST_CLO
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -29,7 +28,6 @@ from hase_dagster.analysis.fusion import VIEW_OP_TYPES
 from hase_dagster.analysis.graph import TensorInfo
 from hase_dagster.analysis.model_dag import critical_path_ms
 from hase_dagster.analysis.peak_memory import predict_peak_memory
-from hase_dagster.learn.dispatch import kernel_dispatch_weights
 from hase_dagster.learn.graph_factors import GraphFactors, kernel_category
 from hase_dagster.learn.proxies import proxy_records
 from hase_dagster.learn.regressor import LatencyRegressor
@@ -70,9 +68,6 @@ class Sums:
     view_mean_ms: float = 0.0
     # Each non-view kernel's idle time, for the launch-bound term.
     idle_kernel_ms: tuple[float, ...] = ()
-    # Each non-view kernel's host dispatch relative to a typical node's (learn.dispatch), parallel to
-    # idle_kernel_ms; empty (a composition without op weights): every kernel 1.
-    dispatch_weights: tuple[float, ...] = ()
     # How many of the kernels are views (VIEW_FAMILIES): they launch nothing on the device.
     view_kernels: int = 0
     # How a co-tenant time-slices the device (GPUs); None where the EP does not time-slice (the CPU).
@@ -104,32 +99,21 @@ class Sums:
         the kernels whose loaded times already hold the wait (``wait_included_idle_ms``)."""
         return gpu_share * max(0.0, self.idle_mean_ms - self.view_idle_ms - self.wait_included_idle_ms)
 
-    def dispatch_times_ms(self, dispatch_ms: float) -> np.ndarray:
-        """Each non-view kernel's host dispatch: ``dispatch_ms`` times its weight (``dispatch_weights``), or
-        ``dispatch_ms`` each where there are no weights."""
-        if self.dispatch_weights:
-            return dispatch_ms * np.asarray(self.dispatch_weights, dtype=float)
-        return np.full(len(self.idle_kernel_ms), dispatch_ms)
-
     def launch_shortfall_ms(self, dispatch_ms: float) -> float:
-        """GPU time left idle while the host dispatches kernels shorter than their dispatch time."""
-        gpu = np.asarray(self.idle_kernel_ms, dtype=float)
-        return float(np.maximum(0.0, self.dispatch_times_ms(dispatch_ms) - gpu).sum())
+        """GPU time left idle while the host dispatches kernels shorter than ``dispatch_ms``."""
+        return float(sum(max(0.0, dispatch_ms - g) for g in self.idle_kernel_ms))
 
     def dispatch_stall_ms(self, dispatch_ms: float) -> float:
-        """GPU time left idle when the host issues each kernel its dispatch time (:meth:`dispatch_times_ms`)
-        after the one before and the GPU runs them in order (see :func:`pipelined_end_ms`): unlike
-        :meth:`launch_shortfall_ms`, a queue built up behind long kernels hides the dispatch of the short ones
-        after them."""
-        return pipelined_end_ms(self.idle_kernel_ms, self.dispatch_times_ms(dispatch_ms)) - float(
-            sum(self.idle_kernel_ms)
-        )
+        """GPU time left idle when the host issues a kernel every ``dispatch_ms`` and the GPU runs them
+        in order (see :func:`pipelined_end_ms`): unlike :meth:`launch_shortfall_ms`, a queue built up
+        behind long kernels hides the dispatch of the short ones after them."""
+        return pipelined_end_ms(self.idle_kernel_ms, dispatch_ms) - float(sum(self.idle_kernel_ms))
 
     def values(self, dispatch_ms: float, wait_gpu_share: float = 1.0, count_views: bool = True) -> dict[str, float]:
-        """Each mean term's value for this model (see :data:`MEAN_TERMS`), the host dispatching a kernel
-        per ``dispatch_ms`` (times its op type's weight where the sums have weights: learn.dispatch) and the
-        time-slicing wait charged on ``wait_gpu_share`` of the idle sum; ``per_kernel`` counts the views too
-        with ``count_views`` (compositions fitted before :data:`PER_KERNEL_COUNTS_VIEWS`)."""
+        """Each mean term's value for this model (see :data:`MEAN_TERMS`), the host dispatching one
+        kernel per ``dispatch_ms`` and the time-slicing wait charged on ``wait_gpu_share`` of the idle sum;
+        ``per_kernel`` counts the views too with ``count_views`` (compositions fitted before
+        :data:`PER_KERNEL_COUNTS_VIEWS`)."""
         share = self.load_util / 100.0
         idle = self.idle_mean_ms - self.view_idle_ms
         wait_mean, wait_p90 = self.timeslice_wait_ms(wait_gpu_share)
@@ -165,17 +149,16 @@ class Sums:
         return self.time_slicing.burst_ms * self.time_slicing.busy_share(self.load_util) ** STAGED_WAIT_BUSY_POWER
 
 
-def pipelined_end_ms(kernel_ms: tuple[float, ...], dispatch_ms: float | np.ndarray) -> float:
-    """When the last of ``kernel_ms`` ends if the host issues kernel k once it has dispatched kernels 0..k
-    (at (k+1) x ``dispatch_ms`` for one dispatch time) and the GPU runs each when it is issued and the one
-    before has ended.
+def pipelined_end_ms(kernel_ms: tuple[float, ...], dispatch_ms: float) -> float:
+    """When the last of ``kernel_ms`` ends if the host issues kernel k at (k+1) x ``dispatch_ms`` and
+    the GPU runs each when it is issued and the one before has ended.
 
     The recurrence end = max(end, issue) + g unrolls to max over k of (issue_k + the kernels from k
     on), computed here without a Python loop.
 
     Args:
         kernel_ms: the kernels' GPU times in launch order, ms.
-        dispatch_ms: the host's time to issue one kernel, ms: one for all, or one per kernel.
+        dispatch_ms: the host's time to issue one kernel, ms.
 
     Returns:
         The run's end, ms from its start.
@@ -184,10 +167,7 @@ def pipelined_end_ms(kernel_ms: tuple[float, ...], dispatch_ms: float | np.ndarr
         return 0.0
     times = np.asarray(kernel_ms, dtype=float)
     from_k_on = np.cumsum(times[::-1])[::-1]
-    if np.ndim(dispatch_ms) == 0:
-        issue = float(dispatch_ms) * np.arange(1, len(times) + 1)
-    else:
-        issue = np.cumsum(np.asarray(dispatch_ms, dtype=float))
+    issue = dispatch_ms * np.arange(1, len(times) + 1)
     return float(np.max(issue + from_k_on))
 
 
@@ -553,10 +533,6 @@ class Composition:
     # training architecture's sums from a regressor trained without it. The evaluation's held-out predictors are
     # fitted the same way.
     cross_fitted: bool = False
-    # Each op type's host dispatch relative to a typical node's (learn.dispatch.op_dispatch_weights), measured on
-    # the device the composition is fitted for; a kernel's dispatch is ``dispatch_ms`` times its op type's weight.
-    # None (compositions fitted before them, and host-clocked EPs): ``dispatch_ms`` for every kernel.
-    op_dispatch_weights: dict[str, float] | None = None
 
     @classmethod
     def fit(
@@ -564,7 +540,6 @@ class Composition:
         points: list[tuple[Sums, float, float]],
         host_floor_ms: float = 0.0,
         wait_included_families: tuple[str, ...] = (),
-        op_dispatch_weights: dict[str, float] | None = None,
     ) -> Composition:
         """``points``: (sums, measured mean ms, measured p90 ms). Fewer than :data:`MIN_COMPOSITION_POINTS`: identity.
 
@@ -576,17 +551,12 @@ class Composition:
             points: the training models, their sums built with the same ``host_floor_ms``.
             host_floor_ms: the runner's cost per call in host-clocked kernel times; 0 for device clocks.
             wait_included_families: kept for prediction (the points' sums were built with them).
-            op_dispatch_weights: kept for prediction (the points' sums were built with them).
 
         Returns:
             The fitted composition.
         """
         if len(points) < MIN_COMPOSITION_POINTS:
-            return cls(
-                host_floor_ms=host_floor_ms,
-                wait_included_families=wait_included_families,
-                op_dispatch_weights=op_dispatch_weights,
-            )
+            return cls(host_floor_ms=host_floor_ms, wait_included_families=wait_included_families)
         sums = [s for s, _, _ in points]
         mean_ms = np.array([m for _, m, _ in points])
         p90_ms = np.array([p for _, _, p in points])
@@ -617,7 +587,6 @@ class Composition:
             share,
             wait_included_families,
             PER_KERNEL_COUNTS_VIEWS,
-            op_dispatch_weights=op_dispatch_weights,
         )
 
     def apply(self, sums: Sums) -> tuple[float, float]:
@@ -653,17 +622,7 @@ class Composition:
             None if data.get("host_loop_python") is None else str(data["host_loop_python"]),
             _loop_range(data.get("host_loop_range_ms")),
             bool(data.get("cross_fitted", False)),  # compositions fitted before it: in-sample sums
-            _op_weights(data.get("op_dispatch_weights")),  # compositions fitted before them: one dispatch for all
         )
-
-
-def _op_weights(value: Any) -> dict[str, float] | None:
-    """A composition's ``op_dispatch_weights`` from JSON: None, or op types to positive weights."""
-    if value is None:
-        return None
-    if not isinstance(value, dict) or not all(isinstance(w, int | float) and w > 0 for w in value.values()):
-        raise ValueError(f"op_dispatch_weights must map op types to positive numbers, got {value!r}"[:200])
-    return {str(op): float(w) for op, w in value.items()}
 
 
 def _loop_range(value: Any) -> tuple[float, float] | None:
@@ -820,7 +779,6 @@ def kernel_sums(
     host_floor_ms: float = 0.0,
     host_staged: float = 0.0,
     wait_included_families: tuple[str, ...] = (),
-    dispatch_weights: Sequence[float] = (),
 ) -> Sums:
     """The sums composition needs from kernel predictions under a load and at idle.
 
@@ -833,8 +791,6 @@ def kernel_sums(
         host_staged: the model's host-staged kernels (:func:`host_staged_kernels`).
         wait_included_families: host-bound families (:attr:`Composition.wait_included_families`): no
             time-slicing wait charged on them, and their idle times stand for their loaded ones.
-        dispatch_weights: each kernel's host dispatch weight (:func:`learn.dispatch.kernel_dispatch_weights`),
-            in the predictions' order; empty: none (every kernel 1).
 
     Returns:
         The :class:`Sums` of one model under one load.
@@ -854,11 +810,6 @@ def kernel_sums(
         # one per node, whatever its launches: the host dispatches a node (an Einsum's Compute launches its parts
         # back to back), and the GPU-side gap of each launch is the per-kernel term's
         idle_kernel_ms=tuple(p.mean_ms for p in idle if p.family not in VIEW_FAMILIES),
-        dispatch_weights=tuple(
-            float(w) for p, w in zip(idle, dispatch_weights, strict=True) if p.family not in VIEW_FAMILIES
-        )
-        if len(dispatch_weights)
-        else (),
         view_kernels=sum(p.family in VIEW_FAMILIES for p in predictions),
         time_slicing=time_slicing,
         host_staged=host_staged,
@@ -878,11 +829,9 @@ def model_sums(
     load: dict[str, float],
     host_floor_ms: float = 0.0,
     wait_included_families: tuple[str, ...] = (),
-    op_dispatch_weights: dict[str, float] | None = None,
 ) -> tuple[Sums, list[KernelPrediction]]:
     """Kernel predictions under ``load`` and the sums composition needs (with the idle sum), each
-    kernel less ``host_floor_ms``, each kernel's dispatch weighted by its op type's entry in
-    ``op_dispatch_weights`` (see :func:`kernel_sums`)."""
+    kernel less ``host_floor_ms`` (see :func:`kernel_sums`)."""
     predictions, idle = predict_kernels_under(regressor, kernels, [load, idle_load(regressor, load)])
     util = float(load[regressor.load_fields[0]])
     sums = kernel_sums(
@@ -893,7 +842,6 @@ def model_sums(
         host_floor_ms,
         host_staged_kernels(kernels),
         wait_included_families,
-        kernel_dispatch_weights(kernels, [p.proxy_family for p in predictions], op_dispatch_weights),
     )
     return sums, predictions
 
@@ -929,9 +877,7 @@ def predict_model_under(
     predicted = predict_kernels_under(regressor, kernels, asked)
     memory = predict_peak_memory(kernels, regressor.ep)
     slicing = time_slicing_of(regressor.ep)
-    proxied = [p.proxy_family for p in predicted[0]] if predicted else [""] * len(kernels)
-    weights = kernel_dispatch_weights(kernels, proxied, composition.op_dispatch_weights)
-    busy, idle_mean = idle_run(composition, predicted[len(loads)], slicing, weights) if loads else (None, None)
+    busy, idle_mean = idle_run(composition, predicted[len(loads)], slicing) if loads else (None, None)
     # Counted on every EP: without time slicing (the CPU) a staged kernel waits nothing (Sums.staged_wait_ms).
     staged = host_staged_kernels(kernels)
     reference, loop_range = composition.host_loop_ms, composition.host_loop_range_ms
@@ -949,7 +895,6 @@ def predict_model_under(
             composition.host_floor_ms,
             staged,
             composition.wait_included_families,
-            weights,
         )
         out.append(
             _model_prediction(model, regressor, composition, load, load_source, batch_size, sums, predictions, kernels)
@@ -969,10 +914,7 @@ def predict_model_under(
 
 
 def gpu_busy_share(
-    composition: Composition,
-    idle: list[KernelPrediction],
-    time_slicing: TimeSlicing | None,
-    weights: Sequence[float] = (),
+    composition: Composition, idle: list[KernelPrediction], time_slicing: TimeSlicing | None
 ) -> float | None:
     """The share of a predicted idle run that the model's kernels keep a device busy: their idle sum
     (views apart) over the composition's idle prediction, at most 1.
@@ -981,32 +923,21 @@ def gpu_busy_share(
         composition: the fitted composition.
         idle: every kernel predicted at idle.
         time_slicing: the device's time slicing; None on host-clocked EPs, which get no share.
-        weights: each kernel's host dispatch weight (:func:`learn.dispatch.kernel_dispatch_weights`); empty: none.
 
     Returns:
         The share in [0, 1], or None for host-clocked kernels (the CPU EP) and empty models.
     """
-    return idle_run(composition, idle, time_slicing, weights)[0]
+    return idle_run(composition, idle, time_slicing)[0]
 
 
 def idle_run(
-    composition: Composition,
-    idle: list[KernelPrediction],
-    time_slicing: TimeSlicing | None,
-    weights: Sequence[float] = (),
+    composition: Composition, idle: list[KernelPrediction], time_slicing: TimeSlicing | None
 ) -> tuple[float | None, float | None]:
     """:func:`gpu_busy_share` and the composition's idle prediction it is a share of (ms); (None, None) where
     the share is None."""
     if time_slicing is None or composition.host_floor_ms > 0 or not idle:
         return None, None
-    sums = kernel_sums(
-        idle,
-        0.0,
-        idle,
-        time_slicing,
-        wait_included_families=composition.wait_included_families,
-        dispatch_weights=weights,
-    )
+    sums = kernel_sums(idle, 0.0, idle, time_slicing, wait_included_families=composition.wait_included_families)
     mean, _ = composition.apply(sums)
     busy = sums.idle_mean_ms - sums.view_idle_ms
     return (float(min(1.0, busy / mean)), float(mean)) if mean > 0 else (None, None)

@@ -16,7 +16,6 @@ from hase_dagster.core.documents import load_versioned_json
 from hase_dagster.core.errors import HaseError
 from hase_dagster.core.metrics import ALL_FIELDS, LOAD_FIELD
 from hase_dagster.core.paths import DataPaths
-from hase_dagster.learn.dispatch import DISPATCH_BATCH_SIZE, op_dispatch_weights
 from hase_dagster.learn.estimators import dumps
 from hase_dagster.learn.graph_factors import GraphFactors
 from hase_dagster.learn.host_speed import loop_reference
@@ -236,24 +235,6 @@ def host_clocked_families(store: Warehouse, ep: str) -> tuple[str, ...]:
     return tuple(rows["family"])
 
 
-def dispatch_weights_of(store: Warehouse, ep: str, fitted: pd.DataFrame) -> dict[str, float] | None:
-    """Each op type's host dispatch weight on ``ep``'s device (:func:`learn.dispatch.op_dispatch_weights`), from
-    the node times the analysis took in graph at :data:`DISPATCH_BATCH_SIZE`, less those of the measured networks
-    not in ``fitted`` (the composition's training networks): a held-out network's nodes stay out, a probe's (kernels
-    only, no whole-model timing) stay in. None for host-clocked kernels (the CPU EP, whose composition has no
-    dispatch term) and where no node was timed."""
-    if host_floor_ms(store, ep) > 0:
-        return None
-    rows = store.query(
-        "SELECT variant_id, op_type, in_graph_us FROM kernels "
-        "WHERE ep = ? AND batch_size = ? AND in_graph_us IS NOT NULL",
-        [ep, DISPATCH_BATCH_SIZE],
-    )
-    left_out = set(measured_models(store, ep)["variant_id"]) - set(fitted["variant_id"])
-    rows = rows[~rows["variant_id"].isin(left_out)]
-    return op_dispatch_weights(zip(rows["op_type"], rows["in_graph_us"].astype(float)))
-
-
 def _has_device_clocked_kernels(store: Warehouse, ep: str) -> bool:
     """Whether any of the EP's kernels was timed on the device clock (then the EP is device-clocked)."""
     return not store.query(
@@ -267,18 +248,14 @@ def composition_points(
     kernels: dict[str, list[Kernel]],
     floor_ms: float = 0.0,
     wait_included_families: tuple[str, ...] = (),
-    op_weights: dict[str, float] | None = None,
 ) -> list[tuple[Sums, float, float]]:
-    """Each measured model's sums (kernels less ``floor_ms``, dispatches weighted by ``op_weights``) with its
-    measured mean and p90."""
+    """Each measured model's sums (kernels less ``floor_ms``) with its measured mean and p90."""
     points = []
     for row in models.to_dict("records"):
         variant_kernels = kernels.get(row["variant_id"])
         if not variant_kernels:
             continue
-        sums, _ = model_sums(
-            regressor, variant_kernels, background_load(row), floor_ms, wait_included_families, op_weights
-        )
+        sums, _ = model_sums(regressor, variant_kernels, background_load(row), floor_ms, wait_included_families)
         points.append((sums, float(row["mean_ms"]), float(row["p90_ms"])))
     return points
 
@@ -372,10 +349,9 @@ def fit_composition(
     # the composition is for (fitted on them too, every setting got worse: results/gpu-general).
     floor = host_floor_ms(store, ep)
     included = host_clocked_families(store, ep)
-    weights = dispatch_weights_of(store, ep, models)
-    points = composition_points(regressor, networks(models), kernels_by_variant(store, ep), floor, included, weights)
-    points += _timed_points(store, ep, regressor, timed_models, floor, included, weights)
-    return with_host_reference(Composition.fit(points, floor, included, weights), models)
+    points = composition_points(regressor, networks(models), kernels_by_variant(store, ep), floor, included)
+    points += _timed_points(store, ep, regressor, timed_models, floor, included)
+    return with_host_reference(Composition.fit(points, floor, included), models)
 
 
 def fit_cross_fitted_composition(
@@ -417,10 +393,9 @@ def fit_cross_fitted_composition(
     excluded = set(exclude_architectures)
     floor = host_floor_ms(store, ep)
     included = host_clocked_families(store, ep)
-    weights = dispatch_weights_of(store, ep, models)
     kernels = kernels_by_variant(store, ep)
     trained = networks(models)
-    timed = _timed_points(store, ep, regressor, timed_models, floor, included, weights)
+    timed = _timed_points(store, ep, regressor, timed_models, floor, included)
     points = []
     for architecture in sorted(trained["architecture"].unique()):
         own = trained["architecture"] == architecture
@@ -430,11 +405,11 @@ def fit_cross_fitted_composition(
         without = _regressor_without(
             store, ep, regressor.kind, regressor.graph_factors, excluded | {architecture}, regressors
         )
-        points += composition_points(without, rows, kernels, floor, included, weights)
+        points += composition_points(without, rows, kernels, floor, included)
     if len(points) + len(timed) < MIN_COMPOSITION_POINTS:
         # One training architecture (or one per precision) leaves nothing out of sample to fit on: in-sample sums.
-        points = composition_points(regressor, trained, kernels, floor, included, weights)
-    composition = replace(Composition.fit(points + timed, floor, included, weights), cross_fitted=True)
+        points = composition_points(regressor, trained, kernels, floor, included)
+    composition = replace(Composition.fit(points + timed, floor, included), cross_fitted=True)
     return with_host_reference(composition, models)
 
 
@@ -464,15 +439,12 @@ def _timed_points(
     timed_models: Sequence[TimedModel],
     floor_ms: float,
     wait_included_families: tuple[str, ...],
-    op_weights: dict[str, float] | None = None,
 ) -> list[tuple[Sums, float, float]]:
     """Composition points of ``timed_models``, each at the load of its stress level."""
     loads = {level: load_at_level(store, ep, level) for level in sorted({t.stress_level for t in timed_models})}
     return [
         (
-            model_sums(regressor, list(t.kernels), loads[t.stress_level], floor_ms, wait_included_families, op_weights)[
-                0
-            ],
+            model_sums(regressor, list(t.kernels), loads[t.stress_level], floor_ms, wait_included_families)[0],
             t.mean_ms,
             t.p90_ms,
         )
