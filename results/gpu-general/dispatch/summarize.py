@@ -5,7 +5,7 @@ over the median of every launching node's, next to the weights the bundle's comp
 in-graph node times (``learn.dispatch``).
 
     .venv/bin/python results/gpu-general/dispatch/summarize.py results/gpu-general/dispatch/h100/dispatch.jsonl \
-        results/bundles/h100
+        results/gpu-general/dispatch/h100-op-weights-predictor.json
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ VIEWS = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("study", type=Path)
-    parser.add_argument("bundle", type=Path)
+    parser.add_argument("bundle", type=Path, help="a bundle folder, or a predictor.json")
     parser.add_argument("--min-nodes", type=int, default=5)
     args = parser.parse_args()
     rows = [json.loads(line) for line in args.study.read_text().splitlines()]
@@ -37,7 +37,8 @@ def main() -> int:
             if node["op_type"] not in VIEWS:
                 by_op[node["op_type"]].append(node["us"])
     typical = float(np.median([us for values in by_op.values() for us in values]))
-    composition = json.loads((args.bundle / "predictor" / "predictor.json").read_text())["composition"]
+    predictor = args.bundle if args.bundle.is_file() else args.bundle / "predictor" / "predictor.json"
+    composition = json.loads(predictor.read_text())["composition"]
     weights = composition.get("op_dispatch_weights") or {}
     print(
         f"{len(training)} training-side files, {sum(map(len, by_op.values()))} launching nodes, typical {typical} us\n"
