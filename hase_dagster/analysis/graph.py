@@ -161,8 +161,21 @@ def _parse_type_shapes(entries: list[dict[str, list[int]]]) -> list[tuple[str, t
 
 
 def read_profile(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
-    """Per node name: shapes and median kernel time (us) from an ORT profile JSON file."""
-    events = json.loads(Path(path).read_text())
+    """Per node name: shapes and median kernel time (us) from an ORT profile JSON file (:func:`node_profile`)."""
+    return node_profile(json.loads(Path(path).read_text()))
+
+
+def node_profile(events: list[dict[str, Any]], skip_runs: int = 1) -> dict[str, dict[str, Any]]:
+    """Per node name, in order of first execution: op type, provider, input and output shapes, and the median time
+    (us) of its executions after the first ``skip_runs`` (kept all where it ran no more often).
+
+    Args:
+        events: an ORT profile's events (a Chrome trace's event list).
+        skip_runs: executions of each node left out: the first runs include one-off allocations and searches.
+
+    Returns:
+        Node name to ``op_type``, ``provider``, ``inputs``, ``outputs``, ``median_us`` and ``executions`` (kept).
+    """
     durations: dict[str, list[float]] = defaultdict(list)
     info: dict[str, dict[str, Any]] = {}
     for event in events:
@@ -173,13 +186,15 @@ def read_profile(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
         args = event.get("args", {})
         durations[node_name].append(float(event.get("dur", 0)))
         info[node_name] = {
+            "op_type": args.get("op_name", ""),
             "inputs": _parse_type_shapes(args.get("input_type_shape", [])),
             "outputs": _parse_type_shapes(args.get("output_type_shape", [])),
             "provider": args.get("provider", ""),
         }
     for node_name, values in durations.items():
-        # The first run includes one-off allocations; drop it when there are more.
-        info[node_name]["median_us"] = median(values[1:] if len(values) > 1 else values)
+        kept = values[skip_runs:] if len(values) > skip_runs else values
+        info[node_name]["median_us"] = median(kept)
+        info[node_name]["executions"] = len(kept)
     return info
 
 

@@ -21,10 +21,10 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from hase_dagster.analysis.graph import node_profile
 from hase_dagster.core.config import EpName, TimingOptions
 from hase_dagster.measure.runner import ModelRunner
 
@@ -32,7 +32,7 @@ SETTLED = TimingOptions(warmup=10, warmup_seconds=0.5, min_loops=50, max_loops=2
 
 
 def node_times(events: list[dict[str, Any]], warm_runs: int) -> dict[str, Any]:
-    """Per node, its median host time over the runs after the first ``warm_runs``.
+    """Per node, its median host time over the runs after the first ``warm_runs`` (:func:`node_profile`).
 
     Args:
         events: ORT's profile (a Chrome trace's event list).
@@ -48,24 +48,12 @@ def node_times(events: list[dict[str, Any]], warm_runs: int) -> dict[str, Any]:
     kept = runs[warm_runs:]
     if not kept:
         return {"runs": 0, "run_ms": None, "nodes": []}
-    start = kept[0]["ts"]
-    by_node: dict[str, list[float]] = defaultdict(list)
-    meta: dict[str, tuple[str, str]] = {}
-    order: list[str] = []
-    for e in events:
-        if e.get("cat") != "Node" or not str(e.get("name", "")).endswith("_kernel_time") or e["ts"] < start:
-            continue
-        name = e["name"].removesuffix("_kernel_time")
-        if name not in meta:
-            args = e.get("args", {})
-            meta[name] = (str(args.get("op_name", "")), str(args.get("provider", "")))
-            order.append(name)
-        by_node[name].append(float(e["dur"]))
     nodes = [
-        {"name": n, "op_type": meta[n][0], "provider": meta[n][1], "us": statistics.median(by_node[n])} for n in order
+        {"name": name, "op_type": node["op_type"], "provider": node["provider"], "us": node["median_us"]}
+        for name, node in node_profile(events, skip_runs=warm_runs).items()
     ]
     # ORT builds with CUPTI add the device kernels as "Kernel" events; the pip wheel may not
-    device_us = sum(float(e["dur"]) for e in events if e.get("cat") == "Kernel" and e["ts"] >= start)
+    device_us = sum(float(e["dur"]) for e in events if e.get("cat") == "Kernel" and e["ts"] >= kept[0]["ts"])
     return {
         "runs": len(kept),
         "device_ms_per_run": device_us / 1e3 / len(kept),

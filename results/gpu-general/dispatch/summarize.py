@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
+from hase_dagster.learn.predict import VIEW_FAMILIES
+
 # set AR's networks (results/cpu-general/gpu-setAR): hand_ops_set seeds 1029-1034, generator seeds 4012-4017
 BLIND = re.compile(r"^(hops_s10(29|3[0-4])|chk_s401[2-7])_")
-VIEWS = {"Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity"}
 
 
 def main() -> int:
@@ -34,7 +35,7 @@ def main() -> int:
     by_op: dict[str, list[float]] = defaultdict(list)
     for row in training:
         for node in row["nodes"]:
-            if node["op_type"] not in VIEWS:
+            if node["op_type"] not in VIEW_FAMILIES:
                 by_op[node["op_type"]].append(node["us"])
     typical = float(np.median([us for values in by_op.values() for us in values]))
     predictor = args.bundle if args.bundle.is_file() else args.bundle / "predictor" / "predictor.json"
